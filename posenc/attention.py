@@ -1,0 +1,193 @@
+"""Self-attention, and why it cannot see order.
+
+Chapter 1 needs three things: attention written out as the formula
+``softmax(q k^T / sqrt(D)) v``, a way to reorder the positions of a sequence, and the
+blog's demonstration layer (three projections followed by ``nn.MultiheadAttention``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+__all__ = ["DemoAttention", "attention_weights", "permute_positions", "self_attention"]
+
+
+def _check_tensor(name: str, x: object, *, min_dim: int) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() < min_dim:
+        raise ValueError(f"{name} must have at least {min_dim} dimensions, got shape {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must have a floating dtype, got {x.dtype}")
+    return x
+
+
+def attention_weights(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Scaled dot-product attention weights ``softmax(q k^T / sqrt(D))``.
+
+    Args:
+        q: queries, shape ``[..., T, D]``.
+        k: keys, shape ``[..., T, D]`` (same ``D``; leading axes broadcast).
+
+    Returns:
+        The weights, shape ``[..., T, T]``; row ``i`` says how much query ``i`` takes
+        from each key, and sums to 1.
+
+    Raises:
+        TypeError: if ``q`` or ``k`` is not a floating tensor.
+        ValueError: if they have fewer than 2 dimensions or different ``D``.
+
+    Example:
+        >>> q = torch.zeros(3, 4)
+        >>> attention_weights(q, q)  # equal scores: every key gets 1/3
+        tensor([[0.3333, 0.3333, 0.3333],
+                [0.3333, 0.3333, 0.3333],
+                [0.3333, 0.3333, 0.3333]])
+    """
+    _check_tensor("q", q, min_dim=2)
+    _check_tensor("k", k, min_dim=2)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must share the feature size D, got D={q.shape[-1]} and D={k.shape[-1]}"
+        )
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # [..., T, T]
+    return scores.softmax(dim=-1)
+
+
+def self_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Scaled dot-product attention ``softmax(q k^T / sqrt(D)) v``, with no positions.
+
+    Args:
+        q: queries, shape ``[..., T, D]``.
+        k: keys, shape ``[..., T, D]``.
+        v: values, shape ``[..., T, D_v]``.
+
+    Returns:
+        The outputs, shape ``[..., T, D_v]``: each a weighted mean of the values.
+
+    Raises:
+        TypeError: if an input is not a floating tensor.
+        ValueError: if ``q`` and ``k`` differ in ``D`` or ``k`` and ``v`` differ in ``T``.
+
+    Example:
+        >>> x = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        >>> self_attention(x, x, x).shape
+        torch.Size([2, 2])
+    """
+    _check_tensor("v", v, min_dim=2)
+    if k.dim() >= 2 and k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same number of positions T, got T={k.shape[-2]} and T={v.shape[-2]}"
+        )
+    return attention_weights(q, k) @ v
+
+
+def permute_positions(x: torch.Tensor, perm: torch.Tensor | list[int]) -> torch.Tensor:
+    """Reorder the positions of a sequence: ``y[..., i, :] = x[..., perm[i], :]``.
+
+    Args:
+        x: a sequence, shape ``[..., T, D]``.
+        perm: a permutation of ``0 .. T-1`` (list or integer tensor of length ``T``).
+
+    Returns:
+        The reordered sequence, same shape, dtype and device as ``x``.
+
+    Raises:
+        TypeError: if ``x`` is not a tensor or ``perm`` is not integers.
+        ValueError: if ``perm`` is not a permutation of ``0 .. T-1``.
+
+    Example:
+        >>> x = torch.arange(6.0).reshape(3, 2)
+        >>> permute_positions(x, [2, 0, 1])
+        tensor([[4., 5.],
+                [0., 1.],
+                [2., 3.]])
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() < 2:
+        raise ValueError(f"x must have shape [..., T, D], got shape {tuple(x.shape)}")
+    perm_t = torch.as_tensor(perm)
+    if perm_t.is_floating_point() or perm_t.is_complex() or perm_t.dtype == torch.bool:
+        raise TypeError(f"perm must hold integers, got dtype {perm_t.dtype}")
+    n = x.shape[-2]
+    if perm_t.dim() != 1 or perm_t.numel() != n or not torch.equal(
+        perm_t.sort().values.cpu(), torch.arange(n)
+    ):
+        raise ValueError(f"perm must be a permutation of 0..{n - 1} (T={n}), got {perm_t.tolist()}")
+    return x.index_select(-2, perm_t.to(x.device))
+
+
+class DemoAttention(nn.Module):
+    """The blog's demonstration layer: ``W_q``, ``W_k``, ``W_v``, then multi-head attention.
+
+    Three bias-free linear maps ``E -> E`` turn the token embeddings into queries, keys
+    and values, and ``nn.MultiheadAttention`` with ``num_heads`` heads attends over them.
+    As in the source, every parameter of the attention block is drawn from
+    ``N(0, std)`` so that it is far from negligible; the projections keep torch's default
+    initialisation. No positional information enters anywhere.
+
+    Parameters are created on the CPU from their own seeded generator state, so the same
+    ``seed`` gives the same weights on every machine; move the module with ``.to(device)``.
+
+    Args:
+        dim: model width ``E`` (2048 for Llama 3.2 1B).
+        num_heads: attention heads ``H``; must divide ``dim``.
+        std: standard deviation of the attention block's parameters.
+        seed: seed for all parameters.
+
+    Raises:
+        ValueError: if ``dim`` or ``num_heads`` is not positive, ``num_heads`` does not
+            divide ``dim``, or ``std`` is not positive.
+
+    Example:
+        >>> layer = DemoAttention(8, num_heads=2, seed=0)
+        >>> out, weights = layer(torch.ones(1, 3, 8))
+        >>> out.shape, weights.shape
+        (torch.Size([1, 3, 8]), torch.Size([1, 3, 3]))
+    """
+
+    def __init__(self, dim: int, *, num_heads: int = 4, std: float = 0.1, seed: int = 0):
+        super().__init__()
+        for name, value in (("dim", dim), ("num_heads", num_heads), ("seed", seed)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        if dim <= 0 or num_heads <= 0:
+            raise ValueError(f"dim and num_heads must be positive, got dim={dim}, num_heads={num_heads}")
+        if dim % num_heads:
+            raise ValueError(f"num_heads must divide dim, got dim={dim}, num_heads={num_heads}")
+        if not std > 0:
+            raise ValueError(f"std must be positive, got std={std}")
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.w_q = nn.Linear(dim, dim, bias=False)
+            self.w_k = nn.Linear(dim, dim, bias=False)
+            self.w_v = nn.Linear(dim, dim, bias=False)
+            self.mha = nn.MultiheadAttention(dim, num_heads, batch_first=True)
+            with torch.no_grad():
+                for param in self.mha.parameters():
+                    param.normal_(0.0, std)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attend over a batch of embedded sequences.
+
+        Args:
+            x: token embeddings, shape ``[B, T, E]``.
+
+        Returns:
+            ``(out, weights)``: outputs ``[B, T, E]`` and the attention weights averaged
+            over heads, ``[B, T, T]``.
+
+        Raises:
+            TypeError: if ``x`` is not a floating tensor.
+            ValueError: if ``x`` is not ``[B, T, E]`` with this layer's ``E``.
+        """
+        _check_tensor("x", x, min_dim=3)
+        if x.dim() != 3 or x.shape[-1] != self.mha.embed_dim:
+            raise ValueError(
+                f"x must have shape [B, T, E] with E={self.mha.embed_dim}, got shape {tuple(x.shape)}"
+            )
+        return self.mha(self.w_q(x), self.w_k(x), self.w_v(x))

@@ -1,0 +1,190 @@
+"""The book's plotting style and the figures the chapters share.
+
+Every figure goes through :func:`figure`, which applies one style (fonts, grid, colours)
+without changing matplotlib's global state, so a chapter's figures look alike in Jupyter,
+Colab and the HTML book.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib as mpl
+import matplotlib.figure
+import matplotlib.pyplot as plt
+import torch
+
+__all__ = ["COLORS", "STYLE", "attention_heatmap", "figure", "overlay_vectors", "show"]
+
+COLORS = {
+    "ink": "#1f2430",
+    "blue": "#3b75af",
+    "green": "#699c52",
+    "orange": "#e08a2e",
+    "red": "#c0392b",
+    "grey": "#9aa0a6",
+}
+"""Named colours of the book; ``green`` marks the token under discussion, as in the source post."""
+
+STYLE = {
+    "figure.dpi": 100,
+    "savefig.dpi": 100,
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.titleweight": "bold",
+    "axes.edgecolor": COLORS["grey"],
+    "axes.labelcolor": COLORS["ink"],
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.color": "#e6e8eb",
+    "grid.linewidth": 0.8,
+    "xtick.color": COLORS["ink"],
+    "ytick.color": COLORS["ink"],
+    "axes.prop_cycle": mpl.cycler(color=[COLORS[c] for c in ("blue", "orange", "green", "red", "ink")]),
+    "image.cmap": "viridis",
+    "legend.frameon": False,
+}
+"""The rcParams every figure of the book is drawn with."""
+
+
+def figure(nrows: int = 1, ncols: int = 1, *, width: float = 7.0, height: float = 3.2, **kwargs):
+    """A new figure and axes in the book's style.
+
+    Args:
+        nrows, ncols: grid of axes, as ``plt.subplots``.
+        width, height: size in inches.
+        **kwargs: passed to ``plt.subplots``.
+
+    Returns:
+        ``(fig, ax)`` as ``plt.subplots`` returns them.
+
+    Raises:
+        ValueError: if a size or grid dimension is not positive.
+
+    Example:
+        >>> fig, ax = figure()
+        >>> fig.get_size_inches().tolist()
+        [7.0, 3.2]
+        >>> plt.close(fig)
+    """
+    if nrows < 1 or ncols < 1:
+        raise ValueError(f"nrows and ncols must be at least 1, got nrows={nrows}, ncols={ncols}")
+    if not (width > 0 and height > 0):
+        raise ValueError(f"width and height must be positive, got width={width}, height={height}")
+    with mpl.rc_context(STYLE):
+        fig, ax = plt.subplots(nrows, ncols, figsize=(width, height), **kwargs)
+        fig.set_layout_engine("constrained")
+    return fig, ax
+
+
+def _as_cpu(name: str, x: object, ndim: int) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(x.shape)}")
+    return x.detach().float().cpu()
+
+
+def attention_heatmap(weights: torch.Tensor, labels: Sequence[str], *, ax=None, title: str = ""):
+    """Draw attention weights ``[T, T]`` as a heat map, queries down, keys across.
+
+    Args:
+        weights: attention weights, shape ``[T, T]``.
+        labels: ``T`` token labels.
+        ax: axes to draw into; a new figure when None.
+        title: axes title.
+
+    Returns:
+        The axes.
+
+    Raises:
+        TypeError: if ``weights`` is not a tensor.
+        ValueError: if ``weights`` is not square or ``labels`` has the wrong length.
+
+    Example:
+        >>> ax = attention_heatmap(torch.full((2, 2), 0.5), ["a", "b"])
+        >>> plt.close(ax.figure)
+    """
+    w = _as_cpu("weights", weights, 2)
+    if w.shape[0] != w.shape[1]:
+        raise ValueError(f"weights must be square [T, T], got shape {tuple(w.shape)}")
+    if len(labels) != w.shape[0]:
+        raise ValueError(f"labels must have T={w.shape[0]} entries, got {len(labels)}")
+    if ax is None:
+        _, ax = figure(width=4.2, height=3.6)
+    with mpl.rc_context(STYLE):
+        image = ax.imshow(w.numpy(), vmin=0.0)
+        ax.set_xticks(range(len(labels)), [repr(s) for s in labels], rotation=45, ha="right")
+        ax.set_yticks(range(len(labels)), [repr(s) for s in labels])
+        ax.set_xlabel("key")
+        ax.set_ylabel("query")
+        ax.grid(False)
+        ax.figure.colorbar(image, ax=ax, shrink=0.8)
+        ax.set_title(title)
+    return ax
+
+
+def overlay_vectors(vectors: Sequence[torch.Tensor], labels: Sequence[str], *, ax=None, title: str = ""):
+    """Draw several 1-D vectors over each other, feature index across.
+
+    Args:
+        vectors: 1-D tensors of equal length ``D``.
+        labels: one legend label per vector.
+        ax: axes to draw into; a new figure when None.
+        title: axes title.
+
+    Returns:
+        The axes.
+
+    Raises:
+        TypeError: if an entry is not a tensor.
+        ValueError: if there are no vectors, lengths differ, or labels do not match.
+
+    Example:
+        >>> ax = overlay_vectors([torch.zeros(4), torch.ones(4)], ["a", "b"])
+        >>> plt.close(ax.figure)
+    """
+    if len(vectors) == 0:
+        raise ValueError("vectors must not be empty")
+    if len(labels) != len(vectors):
+        raise ValueError(f"labels must have one entry per vector ({len(vectors)}), got {len(labels)}")
+    rows = [_as_cpu(f"vectors[{i}]", v, 1) for i, v in enumerate(vectors)]
+    if len({r.numel() for r in rows}) != 1:
+        raise ValueError(f"vectors must have equal length, got {[r.numel() for r in rows]}")
+    if ax is None:
+        _, ax = figure()
+    with mpl.rc_context(STYLE):
+        styles = ["-", "--", ":", "-."]
+        for i, (row, label) in enumerate(zip(rows, labels)):
+            ax.plot(row.numpy(), styles[i % len(styles)], lw=1.6, label=label)
+        ax.set_xlabel("feature")
+        ax.legend(loc="upper right")
+        ax.set_title(title)
+    return ax
+
+
+def show(fig) -> None:
+    """Display a finished figure once and release it.
+
+    In a notebook the figure is displayed as an image and closed, so it is neither shown
+    twice nor kept in memory; elsewhere ``plt.show()`` is called.
+
+    Args:
+        fig: a matplotlib figure.
+
+    Raises:
+        TypeError: if ``fig`` is not a matplotlib figure.
+    """
+    if not isinstance(fig, mpl.figure.Figure):
+        raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        get_ipython = None
+    if get_ipython is not None and get_ipython() is not None:
+        display(fig)
+        plt.close(fig)
+    else:
+        plt.show()
