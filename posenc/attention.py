@@ -19,7 +19,9 @@ def _check_tensor(name: str, x: object, *, min_dim: int) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() < min_dim:
-        raise ValueError(f"{name} must have at least {min_dim} dimensions, got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"{name} must have at least {min_dim} dimensions, got shape {tuple(x.shape)}"
+        )
     if not x.is_floating_point():
         raise TypeError(f"{name} must have a floating dtype, got {x.dtype}")
     return x
@@ -114,8 +116,10 @@ def permute_positions(x: torch.Tensor, perm: torch.Tensor | list[int]) -> torch.
     if perm_t.is_floating_point() or perm_t.is_complex() or perm_t.dtype == torch.bool:
         raise TypeError(f"perm must hold integers, got dtype {perm_t.dtype}")
     n = x.shape[-2]
-    if perm_t.dim() != 1 or perm_t.numel() != n or not torch.equal(
-        perm_t.sort().values.cpu(), torch.arange(n)
+    if (
+        perm_t.dim() != 1
+        or perm_t.numel() != n
+        or not torch.equal(perm_t.sort().values.cpu(), torch.arange(n))
     ):
         raise ValueError(f"perm must be a permutation of 0..{n - 1} (T={n}), got {perm_t.tolist()}")
     return x.index_select(-2, perm_t.to(x.device))
@@ -156,7 +160,9 @@ class DemoAttention(nn.Module):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__}")
         if dim <= 0 or num_heads <= 0:
-            raise ValueError(f"dim and num_heads must be positive, got dim={dim}, num_heads={num_heads}")
+            raise ValueError(
+                f"dim and num_heads must be positive, got dim={dim}, num_heads={num_heads}"
+            )
         if dim % num_heads:
             raise ValueError(f"num_heads must divide dim, got dim={dim}, num_heads={num_heads}")
         if not std > 0:

@@ -38,8 +38,8 @@ import torch
 
 __all__ = [
     "BOS_ID",
-    "EMBED_DIM",
     "EMBEDDING_TENSOR",
+    "EMBED_DIM",
     "MODEL_ID",
     "STAND_IN_STD",
     "TOKENIZER_SHA256",
@@ -83,11 +83,12 @@ stand-in entries of the right size (a few hundredths, clustered around 0, as the
 post describes the real ones); it is not a statistic measured on the trained table.
 """
 
-_STAND_IN_LABEL = "stand-in N(0, 0.02^2) rows, deterministic per token id (no Hub access)"
+_STAND_IN_LABEL = "a stand-in, N(0, 0.02^2) per token id"
 _HUB_FILE = "model.safetensors"
 _DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64}
 _MAX_HEADER_BYTES = 100_000_000
 _SOURCES = ("auto", "hub", "offline")
+_LOADED: dict[Path, Any] = {}  # converted tokenizers already loaded in this process
 
 
 def cache_dir() -> Path:
@@ -166,7 +167,9 @@ def check_ids(ids: object) -> list[int]:
     out = []
     for i, value in enumerate(ids):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"ids must be ints, got {value!r} ({type(value).__name__}) at index {i}")
+            raise TypeError(
+                f"ids must be ints, got {value!r} ({type(value).__name__}) at index {i}"
+            )
         if not 0 <= value < VOCAB_SIZE:
             raise ValueError(
                 f"ids must be token ids in 0..{VOCAB_SIZE - 1} (V={VOCAB_SIZE}), got {value} at index {i}"
@@ -203,10 +206,14 @@ def _build_offline_backend(model_path: Path) -> Any:
     meta = MetaTokenizer(model_path)  # the reference: its pattern and its special tokens
     backend = TikTokenConverter(vocab_file=str(model_path), pattern=meta.pat_str).converted()
     specials = sorted(meta.special_tokens.items(), key=lambda item: item[1])
-    backend.add_special_tokens([AddedToken(name, normalized=False, special=True) for name, _ in specials])
+    backend.add_special_tokens(
+        [AddedToken(name, normalized=False, special=True) for name, _ in specials]
+    )
     for name, expected in specials:
         if backend.token_to_id(name) != expected:
-            raise RuntimeError(f"special token {name} got id {backend.token_to_id(name)}, expected {expected}")
+            raise RuntimeError(
+                f"special token {name} got id {backend.token_to_id(name)}, expected {expected}"
+            )
     bos = "<|begin_of_text|>"
     backend.post_processor = processors.Sequence(
         [
@@ -226,8 +233,8 @@ def offline_tokenizer(*, cache: Path | None = None) -> Any:
 
     Llama 3.2 uses the Llama 3 tokenizer: a tiktoken BPE file of 128000 ranks plus 256
     special tokens. The file is converted to a Hugging Face fast tokenizer once (about 5 s)
-    and the result is cached as ``tokenizer.json``; later calls load it in a fraction of a
-    second. A BOS token is put in front of every encoded text, as the Hub tokenizer does.
+    and the result is cached as a ``tokenizer.json`` file that later processes load in about
+    a second; within one process the tokenizer is loaded once. A BOS token is put in front of every encoded text, as the Hub tokenizer does.
 
     Args:
         cache: directory for the converted tokenizer; default :func:`cache_dir`.
@@ -252,14 +259,17 @@ def offline_tokenizer(*, cache: Path | None = None) -> Any:
             f"{model_path} has sha256 {digest}, expected the Llama 3 tokenizer {TOKENIZER_SHA256}"
         )
     cached = (cache or cache_dir()) / f"llama3-tokenizer-{digest[:16]}.json"
-    if cached.is_file():
-        return _wrap_tokenizer(Tokenizer.from_file(str(cached)))
-    backend = _build_offline_backend(model_path)
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    partial = cached.with_suffix(f".{os.getpid()}.tmp")
-    backend.save(str(partial))
-    os.replace(partial, cached)
-    return _wrap_tokenizer(backend)
+    if cached not in _LOADED:
+        if cached.is_file():
+            backend = Tokenizer.from_file(str(cached))
+        else:
+            backend = _build_offline_backend(model_path)
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            partial = cached.with_suffix(f".{os.getpid()}.tmp")
+            backend.save(str(partial))
+            os.replace(partial, cached)
+        _LOADED[cached] = _wrap_tokenizer(backend)
+    return _LOADED[cached]
 
 
 def hub_tokenizer(token: str) -> Any:
@@ -299,13 +309,15 @@ def stand_in_embeddings(ids: Sequence[int] | torch.Tensor) -> torch.Tensor:
 
     Example:
         >>> rows = stand_in_embeddings([5679, 5679, 791])
-        >>> rows.shape, bool((rows[0] == rows[1]).all()), bool((rows[0] == rows[2]).all())
+        >>> tuple(rows.shape), bool((rows[0] == rows[1]).all()), bool((rows[0] == rows[2]).all())
         ((3, 2048), True, False)
     """
     ids = check_ids(ids)
     out = torch.empty(len(ids), EMBED_DIM)
     for row, token_id in enumerate(ids):
-        seed = int.from_bytes(hashlib.sha256(f"posenc-llama-stand-in:{token_id}".encode()).digest()[:8], "little")
+        seed = int.from_bytes(
+            hashlib.sha256(f"posenc-llama-stand-in:{token_id}".encode()).digest()[:8], "little"
+        )
         gen = torch.Generator().manual_seed(seed)
         values = torch.randn(EMBED_DIM, generator=gen) * STAND_IN_STD
         out[row] = values.to(torch.bfloat16).float()
@@ -357,14 +369,20 @@ def read_safetensors_rows(f: BinaryIO, tensor: str, rows: Sequence[int]) -> torc
     """
     (header_len,) = struct.unpack("<Q", f.read(8))
     if not 0 < header_len <= _MAX_HEADER_BYTES:
-        raise ValueError(f"safetensors header length must be in 1..{_MAX_HEADER_BYTES}, got {header_len}")
+        raise ValueError(
+            f"safetensors header length must be in 1..{_MAX_HEADER_BYTES}, got {header_len}"
+        )
     header = json.loads(f.read(header_len))
     if tensor not in header:
         names = sorted(k for k in header if k != "__metadata__")
-        raise ValueError(f"tensor {tensor!r} is not in the file; it has {names[:8]}{'...' if len(names) > 8 else ''}")
+        raise ValueError(
+            f"tensor {tensor!r} is not in the file; it has {names[:8]}{'...' if len(names) > 8 else ''}"
+        )
     info = header[tensor]
     if info["dtype"] not in _DTYPES:
-        raise ValueError(f"tensor {tensor!r} must have a float dtype {sorted(_DTYPES)}, got {info['dtype']}")
+        raise ValueError(
+            f"tensor {tensor!r} must have a float dtype {sorted(_DTYPES)}, got {info['dtype']}"
+        )
     if len(info["shape"]) != 2:
         raise ValueError(f"tensor {tensor!r} must be 2-D, got shape {info['shape']}")
     num_rows, num_cols = info["shape"]
@@ -386,7 +404,9 @@ def read_safetensors_rows(f: BinaryIO, tensor: str, rows: Sequence[int]) -> torc
     return torch.stack([fetched[r] for r in rows])
 
 
-def hub_embeddings(ids: Sequence[int] | torch.Tensor, token: str, *, cache: Path | None = None) -> torch.Tensor:
+def hub_embeddings(
+    ids: Sequence[int] | torch.Tensor, token: str, *, cache: Path | None = None
+) -> torch.Tensor:
     """Real Llama 3.2 1B embedding rows, read from the Hub a row at a time and cached.
 
     Only rows not already in the cache are fetched, with ranged reads of
@@ -419,9 +439,11 @@ def hub_embeddings(ids: Sequence[int] | torch.Tensor, token: str, *, cache: Path
         with open_for_row_reads(HfFileSystem(token=token), f"{MODEL_ID}/{_HUB_FILE}") as f:
             fetched = read_safetensors_rows(f, EMBEDDING_TENSOR, missing)
         if fetched.dtype != torch.bfloat16 or fetched.shape[1] != EMBED_DIM:
-            raise ValueError(f"expected bfloat16 rows of width {EMBED_DIM}, got {fetched.dtype} {tuple(fetched.shape)}")
+            raise ValueError(
+                f"expected bfloat16 rows of width {EMBED_DIM}, got {fetched.dtype} {tuple(fetched.shape)}"
+            )
         row_dir.mkdir(parents=True, exist_ok=True)
-        for token_id, row in zip(missing, fetched):
+        for token_id, row in zip(missing, fetched, strict=True):
             partial = row_dir / f"{token_id}.{os.getpid()}.tmp"
             partial.write_bytes(row.contiguous().view(torch.uint8).numpy().tobytes())
             os.replace(partial, row_dir / f"{token_id}.bf16")
@@ -473,8 +495,8 @@ class Llama:
     def describe(self) -> str:
         """One line saying where the tokenizer and the embeddings came from."""
         if self.source == "hub":
-            return f"{MODEL_ID} from the Hugging Face Hub: tokenizer and real embedding rows"
-        return f"offline: Llama 3 tokenizer from llama-models, embeddings are {_STAND_IN_LABEL}"
+            return f"hub: tokenizer and real embedding rows of {MODEL_ID}"
+        return f"offline: tokenizer from llama-models, embeddings {_STAND_IN_LABEL}"
 
 
 def load(source: str = "auto") -> Llama:
@@ -508,7 +530,9 @@ def load(source: str = "auto") -> Llama:
     token = None if _offline_requested() else _hf_token()
     if token is None:
         if source == "hub":
-            raise ValueError("source='hub' needs a Hugging Face token in HF_TOKEN and HF_HUB_OFFLINE unset")
+            raise ValueError(
+                "source='hub' needs a Hugging Face token in HF_TOKEN and HF_HUB_OFFLINE unset"
+            )
         return Llama("offline", offline_tokenizer())
     try:
         tokenizer = hub_tokenizer(token)

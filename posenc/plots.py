@@ -14,7 +14,7 @@ import matplotlib.figure
 import matplotlib.pyplot as plt
 import torch
 
-__all__ = ["COLORS", "STYLE", "attention_heatmap", "figure", "overlay_vectors", "show"]
+__all__ = ["COLORS", "STYLE", "figure", "overlay_vectors", "show", "token_heatmap"]
 
 COLORS = {
     "ink": "#1f2430",
@@ -41,7 +41,9 @@ STYLE = {
     "grid.linewidth": 0.8,
     "xtick.color": COLORS["ink"],
     "ytick.color": COLORS["ink"],
-    "axes.prop_cycle": mpl.cycler(color=[COLORS[c] for c in ("blue", "orange", "green", "red", "ink")]),
+    "axes.prop_cycle": mpl.cycler(
+        color=[COLORS[c] for c in ("blue", "orange", "green", "red", "ink")]
+    ),
     "image.cmap": "viridis",
     "legend.frameon": False,
 }
@@ -86,46 +88,68 @@ def _as_cpu(name: str, x: object, ndim: int) -> torch.Tensor:
     return x.detach().float().cpu()
 
 
-def attention_heatmap(weights: torch.Tensor, labels: Sequence[str], *, ax=None, title: str = ""):
-    """Draw attention weights ``[T, T]`` as a heat map, queries down, keys across.
+def token_heatmap(
+    matrix: torch.Tensor,
+    labels: Sequence[str],
+    *,
+    ax=None,
+    title: str = "",
+    log: bool = False,
+    label: str = "",
+):
+    """Draw a ``[T, T]`` matrix over the tokens of a sentence, rows down, columns across.
+
+    Attention weights (queries down, keys across) or distances between the outputs of every
+    pair of tokens both fit.
 
     Args:
-        weights: attention weights, shape ``[T, T]``.
+        matrix: shape ``[T, T]``.
         labels: ``T`` token labels.
         ax: axes to draw into; a new figure when None.
         title: axes title.
+        log: colour by ``log10`` of the entries (zeros are drawn as the smallest positive
+            entry), for values that span many orders of magnitude.
+        label: colour-bar label.
 
     Returns:
         The axes.
 
     Raises:
-        TypeError: if ``weights`` is not a tensor.
-        ValueError: if ``weights`` is not square or ``labels`` has the wrong length.
+        TypeError: if ``matrix`` is not a tensor.
+        ValueError: if ``matrix`` is not square, ``labels`` has the wrong length, or ``log``
+            is asked for with negative entries or no positive entry.
 
     Example:
-        >>> ax = attention_heatmap(torch.full((2, 2), 0.5), ["a", "b"])
+        >>> ax = token_heatmap(torch.full((2, 2), 0.5), ["a", "b"])
         >>> plt.close(ax.figure)
     """
-    w = _as_cpu("weights", weights, 2)
-    if w.shape[0] != w.shape[1]:
-        raise ValueError(f"weights must be square [T, T], got shape {tuple(w.shape)}")
-    if len(labels) != w.shape[0]:
-        raise ValueError(f"labels must have T={w.shape[0]} entries, got {len(labels)}")
+    m = _as_cpu("matrix", matrix, 2)
+    if m.shape[0] != m.shape[1]:
+        raise ValueError(f"matrix must be square [T, T], got shape {tuple(m.shape)}")
+    if len(labels) != m.shape[0]:
+        raise ValueError(f"labels must have T={m.shape[0]} entries, got {len(labels)}")
+    norm = None
+    if log:
+        if (m < 0).any() or not (m > 0).any():
+            raise ValueError("log=True needs non-negative entries with at least one positive")
+        floor = m[m > 0].min()
+        m = m.clamp_min(floor)
+        norm = mpl.colors.LogNorm(vmin=floor.item(), vmax=m.max().item())
     if ax is None:
         _, ax = figure(width=4.2, height=3.6)
     with mpl.rc_context(STYLE):
-        image = ax.imshow(w.numpy(), vmin=0.0)
+        image = ax.imshow(m.numpy(), norm=norm)
         ax.set_xticks(range(len(labels)), [repr(s) for s in labels], rotation=45, ha="right")
         ax.set_yticks(range(len(labels)), [repr(s) for s in labels])
-        ax.set_xlabel("key")
-        ax.set_ylabel("query")
         ax.grid(False)
-        ax.figure.colorbar(image, ax=ax, shrink=0.8)
+        ax.figure.colorbar(image, ax=ax, shrink=0.8, label=label)
         ax.set_title(title)
     return ax
 
 
-def overlay_vectors(vectors: Sequence[torch.Tensor], labels: Sequence[str], *, ax=None, title: str = ""):
+def overlay_vectors(
+    vectors: Sequence[torch.Tensor], labels: Sequence[str], *, ax=None, title: str = ""
+):
     """Draw several 1-D vectors over each other, feature index across.
 
     Args:
@@ -148,7 +172,9 @@ def overlay_vectors(vectors: Sequence[torch.Tensor], labels: Sequence[str], *, a
     if len(vectors) == 0:
         raise ValueError("vectors must not be empty")
     if len(labels) != len(vectors):
-        raise ValueError(f"labels must have one entry per vector ({len(vectors)}), got {len(labels)}")
+        raise ValueError(
+            f"labels must have one entry per vector ({len(vectors)}), got {len(labels)}"
+        )
     rows = [_as_cpu(f"vectors[{i}]", v, 1) for i, v in enumerate(vectors)]
     if len({r.numel() for r in rows}) != 1:
         raise ValueError(f"vectors must have equal length, got {[r.numel() for r in rows]}")
@@ -156,10 +182,10 @@ def overlay_vectors(vectors: Sequence[torch.Tensor], labels: Sequence[str], *, a
         _, ax = figure()
     with mpl.rc_context(STYLE):
         styles = ["-", "--", ":", "-."]
-        for i, (row, label) in enumerate(zip(rows, labels)):
+        for i, (row, label) in enumerate(zip(rows, labels, strict=True)):
             ax.plot(row.numpy(), styles[i % len(styles)], lw=1.6, label=label)
         ax.set_xlabel("feature")
-        ax.legend(loc="upper right")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=len(rows))
         ax.set_title(title)
     return ax
 

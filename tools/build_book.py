@@ -38,8 +38,15 @@ def vendor_mathjax() -> Path:
 def build(builddir: Path) -> Path:
     vendor_mathjax()
     command = [
-        sys.executable, "-c", "from jupyter_book.cli.main import main; main()", "build", str(ROOT),
-        "--path-output", str(builddir), "--warningiserror", "--keep-going",
+        sys.executable,
+        "-c",
+        "from jupyter_book.cli.main import main; main()",
+        "build",
+        str(ROOT),
+        "--path-output",
+        str(builddir),
+        "--warningiserror",
+        "--keep-going",
     ]
     subprocess.run(command, check=True, cwd=ROOT)
     return builddir / "_build" / "html" / "index.html"
@@ -47,7 +54,9 @@ def build(builddir: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--builddir", type=Path, default=ROOT, help="where _build/ goes (default: repo root)")
+    parser.add_argument(
+        "--builddir", type=Path, default=ROOT, help="where _build/ goes (default: repo root)"
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
     index = build(args.builddir.resolve())

@@ -23,7 +23,7 @@ NOTEBOOKS = ROOT / "notebooks"
 TAGS = ["remove-cell", "nbval-skip"]  # hidden in the HTML, not compared by nbval
 ENV_VAR = "POSENC_INSTALL_SOURCE"
 
-_TEMPLATE = '''\
+_TEMPLATE = """\
 # Setup: in Colab, install the book's package `posenc`; anywhere else there is nothing to do.
 import importlib
 import importlib.util
@@ -36,7 +36,7 @@ if source is None and "google.colab" in sys.modules:
     source = "git+{url}@{branch}"
 if source and importlib.util.find_spec("posenc") is None:
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", source], check=True)
-    importlib.invalidate_caches()'''
+    importlib.invalidate_caches()"""
 
 
 def repository() -> tuple[str, str]:
@@ -76,7 +76,9 @@ def sync(nb: nbformat.NotebookNode) -> bool:
     if is_current(nb):
         return False
     first = nb.cells[0] if nb.cells else None
-    is_setup = first is not None and first.cell_type == "code" and first.source.startswith("# Setup:")
+    is_setup = (
+        first is not None and first.cell_type == "code" and first.source.startswith("# Setup:")
+    )
     if is_setup:
         nb.cells[0] = make_cell()
     else:

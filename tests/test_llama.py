@@ -1,0 +1,336 @@
+"""The Llama 3.2 data path: tokenizer offline, row reads over HTTP, the stand-in, bad input."""
+
+import hashlib
+import http.server
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+import warnings
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+import posenc as pe
+from posenc import llama
+
+SENTENCES = [
+    "The dog chased another dog",
+    "Once upon a time, a Dog attacks the Cat.",
+    "  leading spaces and trailing   ",
+    "Numbers: 1234567 3.14159 -42 1e-8",
+    "naïve café résumé, 東京 and Ελληνικά 🙂",
+    "def f(x):\n    return x ** 2  # code\n\n",
+    "URLs like https://example.org/a?b=c&d=e",
+    "I'm sure they'll say it's fine, won't they?",
+    "RoPE rotates (q, k) pairs by m*theta_i.",
+    "a special token <|begin_of_text|> inside the text",
+]
+
+
+@pytest.fixture(scope="module")
+def offline():
+    return llama.load("offline")
+
+
+def test_dog_sentence_ids_offline(offline):
+    assert offline.encode("The dog chased another dog") == [128000, 791, 5679, 62920, 2500, 5679]
+    assert offline.pieces([5679]) == [" dog"]
+
+
+@pytest.mark.parametrize("text", SENTENCES)
+def test_offline_tokenizer_matches_metas_tiktoken_tokenizer(offline, text):
+    # Meta's own reference implementation, reading the same file through tiktoken; like the
+    # Hub tokenizer, ours reads special tokens written in the text as special tokens
+    from llama_models.llama3.tokenizer import Tokenizer
+
+    meta = Tokenizer(llama._tokenizer_model_path())
+    assert offline.encode(text) == meta.encode(text, bos=True, eos=False, allowed_special="all")
+
+
+def test_offline_tokenizer_is_cached(tmp_path):
+    start = time.perf_counter()
+    first = llama.offline_tokenizer(cache=tmp_path)
+    built = time.perf_counter() - start
+    assert len(list(tmp_path.glob("llama3-tokenizer-*.json"))) == 1
+    llama._LOADED.clear()  # forget the in-process copy: load from the file
+    start = time.perf_counter()
+    second = llama.offline_tokenizer(cache=tmp_path)
+    reloaded = time.perf_counter() - start
+    assert reloaded < built
+    assert len(second) == llama.VOCAB_SIZE
+    text = SENTENCES[4]
+    assert first(text)["input_ids"] == second(text)["input_ids"]
+
+
+# --- stand-in -------------------------------------------------------------------------------
+
+
+def test_stand_in_shape_scale_and_determinism():
+    ids = [*range(0, llama.VOCAB_SIZE, 997), llama.VOCAB_SIZE - 1]
+    rows = llama.stand_in_embeddings(ids)
+    assert rows.shape == (len(ids), llama.EMBED_DIM) and rows.dtype == torch.float32
+    assert abs(rows.std().item() - llama.STAND_IN_STD) < 0.02 * llama.STAND_IN_STD
+    assert abs(rows.mean().item()) < 1e-3
+    # held at bfloat16 precision, like the real table
+    assert torch.equal(rows, rows.to(torch.bfloat16).float())
+    assert torch.equal(rows, llama.stand_in_embeddings(ids))
+    # distinct ids give unrelated rows
+    corr = torch.corrcoef(rows[:20])
+    assert (corr - torch.eye(20)).abs().max() < 0.15
+
+
+def test_stand_in_is_the_same_in_another_process():
+    ids = [0, 5679, 128255]
+    here = hashlib.sha256(llama.stand_in_embeddings(ids).numpy().tobytes()).hexdigest()
+    code = (
+        "import hashlib; from posenc import llama; "
+        f"print(hashlib.sha256(llama.stand_in_embeddings({ids}).numpy().tobytes()).hexdigest())"
+    )
+    there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert there.stdout.strip() == here
+
+
+# --- bad input ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ids", "error", "match"),
+    [
+        ([], ValueError, "must not be empty"),
+        ([-1], ValueError, r"0\.\.128255 .* got -1 at index 0"),
+        ([5, 128256], ValueError, "got 128256 at index 1"),
+        ("dog", TypeError, "got a str"),
+        ([1.0], TypeError, r"ints, got 1\.0"),
+        ([True], TypeError, "ints, got True"),
+        (5679, TypeError, "sequence of token ids, got int"),
+        (torch.tensor([[1, 2]]), ValueError, "1-D"),
+        (torch.tensor([1.0]), TypeError, "dtype torch.float32"),
+    ],
+)
+def test_bad_ids_get_a_clear_error(ids, error, match):
+    with pytest.raises(error, match=match):
+        llama.stand_in_embeddings(ids)
+
+
+def test_bad_text_and_source(offline):
+    with pytest.raises(TypeError, match="text must be a str"):
+        offline.encode(["dog"])
+    with pytest.raises(ValueError, match="must not be empty"):
+        offline.encode("")
+    with pytest.raises(ValueError, match="source must be one of"):
+        llama.load("internet")
+
+
+# --- choosing the source --------------------------------------------------------------------
+
+
+def test_offline_env_is_quick_and_never_reaches_the_hub(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 34)
+
+    def no_hub(*args, **kwargs):
+        raise AssertionError("the Hub was contacted although HF_HUB_OFFLINE=1")
+
+    monkeypatch.setattr(llama, "hub_tokenizer", no_hub)
+    monkeypatch.setattr(llama, "hub_embeddings", no_hub)
+    start = time.perf_counter()
+    data = llama.load()
+    assert data.source == "offline"
+    assert time.perf_counter() - start < 5
+    with pytest.raises(ValueError, match="needs a Hugging Face token"):
+        llama.load("hub")
+
+
+def test_no_token_means_offline(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    assert llama.load().source == "offline"
+
+
+def test_hub_failure_falls_back_without_showing_the_token(monkeypatch):
+    secret = "hf_" + "S3cr3t" * 6
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_TOKEN", secret)
+
+    def leaky_failure(token):
+        raise OSError(f"401 Client Error for token {token}")
+
+    monkeypatch.setattr(llama, "hub_tokenizer", leaky_failure)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        data = llama.load()
+    assert data.source == "offline"
+    assert caught and all(secret not in str(w.message) for w in caught)
+    assert secret not in repr(data)
+    with pytest.raises(RuntimeError) as info:
+        llama.load("hub")
+    assert secret not in str(info.value) and info.value.__cause__ is None
+
+
+# --- reading rows over HTTP -----------------------------------------------------------------
+
+
+class RangeServer(http.server.ThreadingHTTPServer):
+    """Serves one in-memory file, honours single byte ranges, counts the bytes it sends."""
+
+    def __init__(self, payload: bytes):
+        self.payload = payload
+        self.sent = 0
+        self.requests = []
+        super().__init__(("127.0.0.1", 0), RangeHandler)
+
+
+class RangeHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def _span(self):
+        size = len(self.server.payload)
+        header = self.headers.get("Range")
+        if header is None:
+            return 0, size, False
+        match = re.fullmatch(r"bytes=(\d+)-(\d*)", header.strip())
+        start = int(match.group(1))
+        end = min(int(match.group(2)) + 1 if match.group(2) else size, size)
+        return start, end, True
+
+    def _reply(self, with_body):
+        start, end, partial = self._span()
+        body = self.server.payload[start:end]
+        self.send_response(206 if partial else 200)
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Length", str(len(body)))
+        if partial:
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(self.server.payload)}")
+        self.end_headers()
+        self.server.requests.append((self.command, self.headers.get("Range")))
+        if with_body:
+            self.wfile.write(body)
+            self.server.sent += len(body)
+
+    def do_HEAD(self):
+        self._reply(with_body=False)
+
+    def do_GET(self):
+        self._reply(with_body=True)
+
+
+@pytest.fixture(scope="module")
+def safetensors_file(tmp_path_factory):
+    gen = torch.Generator().manual_seed(0)
+    tensors = {
+        "model.norm.weight": torch.ones(2048),
+        llama.EMBEDDING_TENSOR: (torch.randn(3000, 2048, generator=gen) * 0.02).to(torch.bfloat16),
+        "model.layers.0.self_attn.q_proj.weight": torch.randn(256, 2048, generator=gen).to(
+            torch.bfloat16
+        ),
+    }
+    path = tmp_path_factory.mktemp("st") / "model.safetensors"
+    save_file(tensors, str(path))
+    return path
+
+
+def test_row_reads_over_http_match_safe_open(safetensors_file):
+    fsspec = pytest.importorskip("fsspec")
+    pytest.importorskip("aiohttp")
+    payload = safetensors_file.read_bytes()
+    server = RangeServer(payload)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        rows = [2999, 5, 0, 5, 1234, 77]
+        fs = fsspec.filesystem("http", skip_instance_cache=True)
+        url = f"http://127.0.0.1:{server.server_address[1]}/model.safetensors"
+        with llama.open_for_row_reads(fs, url) as f:
+            got = llama.read_safetensors_rows(f, llama.EMBEDDING_TENSOR, rows)
+    finally:
+        server.shutdown()
+        server.server_close()
+    with safe_open(str(safetensors_file), "pt") as ref:
+        expected = ref.get_slice(llama.EMBEDDING_TENSOR)[:][rows]
+    assert got.dtype == torch.bfloat16
+    assert torch.equal(got, expected)
+    assert len(payload) > 12_000_000
+    assert server.sent < 100_000, f"transferred {server.sent} bytes"
+    assert all(rng is not None for method, rng in server.requests if method == "GET")
+
+
+@pytest.mark.parametrize(
+    ("name", "rows", "match"),
+    [
+        ("lm_head.weight", [0], "not in the file"),
+        ("model.norm.weight", [0], "must be 2-D"),
+        (llama.EMBEDDING_TENSOR, [3000], r"0\.\.2999, got 3000"),
+        (llama.EMBEDDING_TENSOR, [1.5], r"got 1\.5 at index 0"),
+    ],
+)
+def test_read_rows_rejects_bad_requests(safetensors_file, name, rows, match):
+    with open(safetensors_file, "rb") as f, pytest.raises(ValueError, match=match):
+        llama.read_safetensors_rows(f, name, rows)
+
+
+class LocalFS:
+    """Stands in for HfFileSystem: maps the Hub path to a local file, counts opens."""
+
+    opened = 0
+
+    def __init__(self, path, token=None):
+        self.path = path
+
+    def open(self, name, mode, **kwargs):
+        assert name == f"{llama.MODEL_ID}/model.safetensors"
+        LocalFS.opened += 1
+        return open(self.path, mode)
+
+
+def test_hub_embeddings_read_once_then_from_cache(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    # a file with the real table's header: [128256, 2048] bf16, mostly a sparse hole
+    header = {
+        llama.EMBEDDING_TENSOR: {
+            "dtype": "BF16",
+            "shape": [llama.VOCAB_SIZE, 2048],
+            "data_offsets": [0, llama.VOCAB_SIZE * 4096],
+        }
+    }
+    blob = json.dumps(header).encode()
+    blob += b" " * (-len(blob) % 8)
+    path = tmp_path / "model.safetensors"
+    rows = {
+        5679: torch.full((2048,), 0.5, dtype=torch.bfloat16),
+        128255: torch.arange(2048).to(torch.bfloat16),
+    }
+    with open(path, "wb") as f:
+        f.write(len(blob).to_bytes(8, "little") + blob)
+        f.truncate(8 + len(blob) + llama.VOCAB_SIZE * 4096)
+        for i, row in rows.items():
+            f.seek(8 + len(blob) + i * 4096)
+            f.write(row.view(torch.uint8).numpy().tobytes())
+    monkeypatch.setattr(huggingface_hub, "HfFileSystem", lambda token=None: LocalFS(path, token))
+    LocalFS.opened = 0
+    cache = tmp_path / "cache"
+    got = llama.hub_embeddings([5679, 128255, 5679], "hf_fake", cache=cache)
+    assert got.dtype == torch.float32 and got.shape == (3, 2048)
+    assert torch.equal(got[0], rows[5679].float()) and torch.equal(got[1], rows[128255].float())
+    assert torch.equal(got[2], got[0])
+    assert LocalFS.opened == 1
+    again = llama.hub_embeddings([128255, 5679], "hf_fake", cache=cache)
+    assert LocalFS.opened == 1, "cached rows were fetched again"
+    assert torch.equal(again, got[[1, 0]])
+    cached = b"".join(p.read_bytes() for p in sorted((cache).rglob("*")) if p.is_file())
+    assert b"hf_fake" not in cached
+
+
+def test_demonstration_is_the_same_with_either_source(offline):
+    # chapter 1 relies only on equal ids giving equal rows; true of both sources
+    ids = offline.encode("The dog chased another dog")
+    rows = offline.embed(ids)
+    assert torch.equal(rows[2], rows[5]) and not torch.equal(rows[1], rows[2])
+    assert pe.llama.load("offline").embed([5679]).shape == (1, 2048)
