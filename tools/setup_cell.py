@@ -35,7 +35,9 @@ source = os.environ.get("{env_var}")
 if source is None and "google.colab" in sys.modules:
     source = "git+{url}@{branch}"
 if source and importlib.util.find_spec("posenc") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", source], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", source], check=True
+    )
     importlib.invalidate_caches()"""
 
 
