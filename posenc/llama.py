@@ -200,11 +200,20 @@ def _wrap_tokenizer(backend: Any) -> Any:
 def _build_offline_backend(model_path: Path) -> Any:
     """Convert Meta's tiktoken BPE file into a ``tokenizers.Tokenizer`` with Llama 3's specials."""
     from llama_models.llama3.tokenizer import Tokenizer as MetaTokenizer
-    from tokenizers import AddedToken, processors
+    from tokenizers import AddedToken, Regex, decoders, pre_tokenizers, processors
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
     meta = MetaTokenizer(model_path)  # the reference: its pattern and its special tokens
-    backend = TikTokenConverter(vocab_file=str(model_path), pattern=meta.pat_str).converted()
+    # The converter turns tiktoken's ranks into BPE vocabulary and merges; the rest is set
+    # here because its `converted()` differs between transformers 4.x and 5.x.
+    backend = TikTokenConverter(vocab_file=str(model_path), pattern=meta.pat_str).tokenizer()
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(meta.pat_str), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    backend.decoder = decoders.ByteLevel()
     specials = sorted(meta.special_tokens.items(), key=lambda item: item[1])
     backend.add_special_tokens(
         [AddedToken(name, normalized=False, special=True) for name, _ in specials]
@@ -250,6 +259,7 @@ def offline_tokenizer(*, cache: Path | None = None) -> Any:
         >>> tok("The dog chased another dog")["input_ids"]
         [128000, 791, 5679, 62920, 2500, 5679]
     """
+    import tokenizers
     from tokenizers import Tokenizer
 
     model_path = _tokenizer_model_path()
@@ -258,7 +268,9 @@ def offline_tokenizer(*, cache: Path | None = None) -> Any:
         raise RuntimeError(
             f"{model_path} has sha256 {digest}, expected the Llama 3 tokenizer {TOKENIZER_SHA256}"
         )
-    cached = (cache or cache_dir()) / f"llama3-tokenizer-{digest[:16]}.json"
+    # keyed by the tokenizers version too: its JSON format is not promised to be stable
+    name = f"llama3-tokenizer-{digest[:16]}-tokenizers{tokenizers.__version__}.json"
+    cached = (cache or cache_dir()) / name
     if cached not in _LOADED:
         if cached.is_file():
             backend = Tokenizer.from_file(str(cached))
