@@ -17,25 +17,47 @@ last.
 Modules, one idea each:
 
 - :mod:`posenc.attention`: self-attention and the permutation checks of chapter 1.
+- :mod:`posenc.encodings`: absolute encodings (integer, binary, sinusoidal, learned).
+- :mod:`posenc.rotation`: 2x2 rotations and their block-diagonal stacks.
 - :mod:`posenc.llama`: the Llama 3.2 tokenizer and token embeddings, online or offline.
 - :mod:`posenc.plots`: the book's plotting style.
 - :mod:`posenc.device`: which device a chapter runs on.
 """
 
-from posenc import attention, device, llama, plots
+from posenc import attention, device, encodings, llama, plots, rotation
 from posenc.attention import DemoAttention, attention_weights, permute_positions, self_attention
 from posenc.device import default_device
+from posenc.encodings import (
+    LearnedPositionalEmbedding,
+    binary_encoding,
+    integer_encoding,
+    length_normalized_encoding,
+    sinusoidal_encoding,
+    sinusoidal_frequencies,
+)
+from posenc.rotation import block_diagonal, rotation_matrix, sinusoidal_shift_matrix
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DemoAttention",
+    "LearnedPositionalEmbedding",
     "attention",
     "attention_weights",
+    "binary_encoding",
+    "block_diagonal",
     "default_device",
     "device",
+    "encodings",
+    "integer_encoding",
+    "length_normalized_encoding",
     "llama",
     "permute_positions",
     "plots",
+    "rotation",
+    "rotation_matrix",
     "self_attention",
+    "sinusoidal_encoding",
+    "sinusoidal_frequencies",
+    "sinusoidal_shift_matrix",
 ]

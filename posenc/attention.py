@@ -12,19 +12,9 @@ import math
 import torch
 from torch import nn
 
+from posenc._validate import check_tensor as _check_tensor
+
 __all__ = ["DemoAttention", "attention_weights", "permute_positions", "self_attention"]
-
-
-def _check_tensor(name: str, x: object, *, min_dim: int) -> torch.Tensor:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.dim() < min_dim:
-        raise ValueError(
-            f"{name} must have at least {min_dim} dimensions, got shape {tuple(x.shape)}"
-        )
-    if not x.is_floating_point():
-        raise TypeError(f"{name} must have a floating dtype, got {x.dtype}")
-    return x
 
 
 def attention_weights(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

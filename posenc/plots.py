@@ -14,7 +14,15 @@ import matplotlib.figure
 import matplotlib.pyplot as plt
 import torch
 
-__all__ = ["COLORS", "STYLE", "figure", "overlay_vectors", "show", "token_heatmap"]
+__all__ = [
+    "COLORS",
+    "STYLE",
+    "animation_html",
+    "figure",
+    "overlay_vectors",
+    "show",
+    "token_heatmap",
+]
 
 COLORS = {
     "ink": "#1f2430",
@@ -214,3 +222,30 @@ def show(fig) -> None:
         plt.close(fig)
     else:
         plt.show()
+
+
+def animation_html(anim) -> object:
+    """An animation as a self-contained HTML player that plays in the static book.
+
+    The frames are embedded as images with matplotlib's ``to_jshtml``; the figure is closed
+    so that no stray still frame is shown after the player. Keep animations small (at most
+    about 40 frames at dpi 80: a few hundred KB).
+
+    Args:
+        anim: a ``matplotlib.animation.Animation``.
+
+    Returns:
+        An ``IPython.display.HTML`` object; the last expression of a cell displays it.
+
+    Raises:
+        TypeError: if ``anim`` is not a matplotlib animation.
+    """
+    from matplotlib.animation import Animation
+
+    if not isinstance(anim, Animation):
+        raise TypeError(f"anim must be a matplotlib Animation, got {type(anim).__name__}")
+    from IPython.display import HTML
+
+    html = anim.to_jshtml(default_mode="loop")
+    plt.close(anim._fig)
+    return HTML(html)

@@ -1,0 +1,139 @@
+"""Absolute encodings and rotations: their defining identities, and bad input."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import posenc as pe
+
+
+def naive_sinusoidal(num_positions, dim, base):
+    rows = []
+    for p in range(num_positions):
+        row = []
+        for i in range(dim // 2):
+            angle = p / base ** (2 * i / dim)
+            row += [math.sin(angle), math.cos(angle)]
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+@pytest.mark.parametrize(
+    ("num_positions", "dim", "base"), [(1, 2, 10000.0), (17, 8, 10000.0), (50, 64, 500000.0)]
+)
+def test_sinusoidal_matches_the_formula(num_positions, dim, base):
+    got = pe.sinusoidal_encoding(num_positions, dim, base)
+    assert got.dtype == torch.float32 and got.shape == (num_positions, dim)
+    torch.testing.assert_close(
+        got.double(), naive_sinusoidal(num_positions, dim, base), atol=1e-6, rtol=0
+    )
+
+
+def test_frequency_exponents_run_from_zero_to_d_minus_2_over_d():
+    dim, base = 8, 10000.0
+    w = pe.sinusoidal_frequencies(dim, base)
+    exponents = -torch.log(w) / math.log(base)
+    torch.testing.assert_close(exponents, torch.tensor([0, 2, 4, 6], dtype=torch.float64) / dim)
+
+
+@settings(max_examples=40, deadline=None)
+@given(p=st.integers(0, 500), k=st.integers(-200, 200), half=st.integers(1, 16))
+def test_shift_matrix_moves_every_pair(p, k, half):
+    dim = 2 * half
+    if p + k < 0:
+        k = -p
+    pe_table = pe.sinusoidal_encoding(max(p, p + k) + 1, dim).double()
+    moved = pe.sinusoidal_shift_matrix(k, dim) @ pe_table[p]
+    torch.testing.assert_close(moved, pe_table[p + k], atol=2e-6, rtol=0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(a=st.floats(-10, 10), b=st.floats(-10, 10))
+def test_rotations_compose_keep_norms_and_invert_by_transpose(a, b):
+    ra, rb = (
+        pe.rotation_matrix(torch.tensor(a, dtype=torch.float64)),
+        pe.rotation_matrix(torch.tensor(b, dtype=torch.float64)),
+    )
+    torch.testing.assert_close(
+        ra @ rb, pe.rotation_matrix(torch.tensor(a + b, dtype=torch.float64))
+    )
+    torch.testing.assert_close(ra.T @ ra, torch.eye(2, dtype=torch.float64))
+    torch.testing.assert_close(torch.linalg.det(ra), torch.tensor(1.0, dtype=torch.float64))
+    v = torch.tensor([0.3, -1.7], dtype=torch.float64)
+    torch.testing.assert_close((ra @ v).norm(), v.norm())
+
+
+def test_rotation_is_counter_clockwise_and_position_zero_is_identity():
+    quarter = pe.rotation_matrix(math.pi / 2)
+    torch.testing.assert_close(
+        quarter @ torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0]), atol=1e-6, rtol=0
+    )
+    assert torch.equal(pe.rotation_matrix(torch.zeros(3)), torch.eye(2).expand(3, 2, 2))
+    assert torch.equal(pe.sinusoidal_shift_matrix(0, 6), torch.eye(6, dtype=torch.float64))
+
+
+def test_block_diagonal_equals_blockwise_application():
+    blocks = torch.randn(4, 2, 2, dtype=torch.float64)
+    x = torch.randn(8, dtype=torch.float64)
+    blockwise = torch.cat([blocks[i] @ x[2 * i : 2 * i + 2] for i in range(4)])
+    torch.testing.assert_close(pe.block_diagonal(blocks) @ x, blockwise)
+
+
+@settings(max_examples=40, deadline=None)
+@given(positions=st.lists(st.integers(0, 2**20 - 1), min_size=1, max_size=20))
+def test_binary_encoding_reads_back(positions):
+    bits = pe.binary_encoding(positions, 20)
+    weights = 2.0 ** torch.arange(20)
+    assert bits.sum(-1).le(20).all()
+    assert (bits @ weights).long().tolist() == positions
+
+
+def test_binary_example_from_the_source():
+    assert pe.binary_encoding(252, 8).long().flip(-1).tolist() == [[1, 1, 1, 1, 1, 1, 0, 0]]
+
+
+def test_integer_encodings():
+    assert pe.integer_encoding([0, 5], 3).tolist() == [[0, 0, 0], [5, 5, 5]]
+    a = pe.length_normalized_encoding([5], 2, length=10)
+    b = pe.length_normalized_encoding([5], 2, length=20)
+    assert a.tolist() == [[0.5, 0.5]] and b.tolist() == [[0.25, 0.25]]
+
+
+def test_learned_table_has_a_hard_limit_and_is_seeded():
+    table = pe.LearnedPositionalEmbedding(8, 4, seed=1)
+    assert torch.equal(table([7]), pe.LearnedPositionalEmbedding(8, 4, seed=1)([7]))
+    assert not torch.equal(table([7]), pe.LearnedPositionalEmbedding(8, 4, seed=2)([7]))
+    with pytest.raises(ValueError, match="below max_positions=8"):
+        table([8])
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: pe.sinusoidal_encoding(4, 7), ValueError, "dim must be even"),
+        (lambda: pe.sinusoidal_encoding(4, 0), ValueError, "dim must be at least 1"),
+        (lambda: pe.sinusoidal_encoding(0, 4), ValueError, "num_positions must be at least 1"),
+        (lambda: pe.sinusoidal_encoding(4, 4, base=-1.0), ValueError, "base must be positive"),
+        (lambda: pe.sinusoidal_encoding(4.0, 4), TypeError, "num_positions must be an int"),
+        (lambda: pe.binary_encoding([256], 8), ValueError, "below 2\\*\\*num_bits=256"),
+        (lambda: pe.binary_encoding([-1], 8), ValueError, "non-negative"),
+        (lambda: pe.binary_encoding([1.5], 8), TypeError, "integers"),
+        (lambda: pe.binary_encoding([], 8), ValueError, "not be empty"),
+        (lambda: pe.integer_encoding([[1]], 2), ValueError, "1-D"),
+        (lambda: pe.length_normalized_encoding([4], 2, length=4), ValueError, "below length=4"),
+        (lambda: pe.rotation_matrix("pi"), TypeError, "theta must be a number"),
+        (lambda: pe.block_diagonal(torch.zeros(2, 3, 3)), ValueError, "n, 2, 2"),
+        (lambda: pe.sinusoidal_shift_matrix(1.5, 4), TypeError, "offset must be an int"),
+        (
+            lambda: pe.LearnedPositionalEmbedding(0, 4),
+            ValueError,
+            "max_positions must be at least 1",
+        ),
+    ],
+)
+def test_bad_input_gets_a_clear_error(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
