@@ -19,12 +19,13 @@ Modules, one idea each:
 - :mod:`posenc.attention`: self-attention and the permutation checks of chapter 1.
 - :mod:`posenc.encodings`: absolute encodings (integer, binary, sinusoidal, learned).
 - :mod:`posenc.rotation`: 2x2 rotations and their block-diagonal stacks.
+- :mod:`posenc.properties`: the five properties of a good encoding, as checks.
 - :mod:`posenc.llama`: the Llama 3.2 tokenizer and token embeddings, online or offline.
 - :mod:`posenc.plots`: the book's plotting style.
 - :mod:`posenc.device`: which device a chapter runs on.
 """
 
-from posenc import attention, device, encodings, llama, plots, rotation
+from posenc import attention, device, encodings, llama, plots, properties, rotation
 from posenc.attention import DemoAttention, attention_weights, permute_positions, self_attention
 from posenc.device import default_device
 from posenc.encodings import (
@@ -54,6 +55,7 @@ __all__ = [
     "llama",
     "permute_positions",
     "plots",
+    "properties",
     "rotation",
     "rotation_matrix",
     "self_attention",

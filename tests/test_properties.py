@@ -1,0 +1,99 @@
+"""The five property checks: they pass what has the property and fail what has not."""
+
+import pytest
+import torch
+
+import posenc as pe
+from posenc import properties as P
+
+SCHEMES = P.absolute_schemes()
+EXPECTED = {  # from the definitions, property by property
+    "integer": [True, False, False, True, False],
+    "integer / length": [False, False, False, True, False],
+    "binary": [True, False, True, True, False],
+    "sinusoidal": [True, True, True, True, True],
+    "learned": [True, False, False, False, False],
+}
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_verdicts_for_the_absolute_schemes(name):
+    verdicts = P.check_all(SCHEMES[name])
+    assert [v.holds for v in verdicts.values()] == EXPECTED[name]
+
+
+def _orbit(p, d, n, s):
+    """E(p) = R^p v for one fixed random rotation R: linear by construction."""
+    gen = torch.Generator().manual_seed(7)
+    q, _ = torch.linalg.qr(torch.randn(d, d, generator=gen, dtype=torch.float64))
+    v = torch.randn(d, generator=gen, dtype=torch.float64)
+    return torch.stack([torch.linalg.matrix_power(q, int(i)) @ v for i in p])
+
+
+def test_linear_check_passes_any_orbit_of_a_fixed_matrix():
+    verdict = P.linear_relation(P.Scheme("orbit", _orbit))
+    assert verdict.holds and verdict.evidence < 1e-9
+
+
+def test_a_constant_encoding_is_not_unique():
+    constant = P.Scheme("constant", lambda p, d, n, s: torch.ones(len(p), d))
+    verdict = P.unique_and_length_independent(constant)
+    assert not verdict.holds and verdict.evidence == 0
+
+
+def test_a_random_draw_per_call_is_not_deterministic():
+    noisy = P.Scheme(
+        "noisy", lambda p, d, n, s: pe.sinusoidal_encoding(int(p.max()) + 1, d)[p] + s * 1e-3
+    )
+    assert not P.deterministic(noisy).holds
+    assert P.deterministic(SCHEMES["sinusoidal"]).evidence == 0
+
+
+def test_table_lists_every_scheme_and_property():
+    table = P.format_table({n: P.check_all(s) for n, s in SCHEMES.items()})
+    lines = table.splitlines()
+    assert lines[0].split() == ["scheme", "1", "2", "3", "4", "5"]
+    assert all(line.startswith(name) for line, name in zip(lines[1:], SCHEMES, strict=True))
+    assert lines[4].endswith("✓  ✓  ✓  ✓  ✓")
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: P.check_all("sinusoidal"), TypeError, "Scheme"),
+        (
+            lambda: P.linear_relation(SCHEMES["binary"], offsets=(60,)),
+            ValueError,
+            "need more than dim",
+        ),
+        (
+            lambda: P.linear_relation(SCHEMES["binary"], offsets=(0,)),
+            ValueError,
+            "offset must be at least 1",
+        ),
+        (
+            lambda: P.extends_to_n_dimensions(SCHEMES["binary"], dim=15),
+            ValueError,
+            "dim must be even",
+        ),
+        (
+            lambda: P.extends_to_n_dimensions(SCHEMES["binary"], shift=(0, 0)),
+            ValueError,
+            "non-zero",
+        ),
+        (
+            lambda: P.generalises(SCHEMES["binary"], factor=1),
+            ValueError,
+            "factor must be at least 2",
+        ),
+        (
+            lambda: P.unique_and_length_independent(SCHEMES["binary"], lengths=()),
+            ValueError,
+            "not be empty",
+        ),
+        (lambda: P.format_table({}), ValueError, "not be empty"),
+    ],
+)
+def test_bad_input(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
