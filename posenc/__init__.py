@@ -20,12 +20,28 @@ Modules, one idea each:
 - :mod:`posenc.encodings`: absolute encodings (integer, binary, sinusoidal, learned).
 - :mod:`posenc.rotation`: 2x2 rotations and their block-diagonal stacks.
 - :mod:`posenc.properties`: the five properties of a good encoding, as checks.
+- :mod:`posenc.bits`: how the bits of a binary position encoding change.
+- :mod:`posenc.absolute_animations`: the animations of chapter 3.
+- :mod:`posenc.shift`: the symbolic derivation "a shift is a rotation" (sympy).
+- :mod:`posenc.rotation_explorer`: the rotation playground of chapter 6.
 - :mod:`posenc.llama`: the Llama 3.2 tokenizer and token embeddings, online or offline.
 - :mod:`posenc.plots`: the book's plotting style.
 - :mod:`posenc.device`: which device a chapter runs on.
 """
 
-from posenc import attention, device, encodings, llama, plots, properties, rotation
+from posenc import (
+    absolute_animations,
+    attention,
+    bits,
+    device,
+    encodings,
+    llama,
+    plots,
+    properties,
+    rotation,
+    rotation_explorer,
+    shift,
+)
 from posenc.attention import DemoAttention, attention_weights, permute_positions, self_attention
 from posenc.device import default_device
 from posenc.encodings import (
@@ -43,9 +59,11 @@ __version__ = "0.1.0"
 __all__ = [
     "DemoAttention",
     "LearnedPositionalEmbedding",
+    "absolute_animations",
     "attention",
     "attention_weights",
     "binary_encoding",
+    "bits",
     "block_diagonal",
     "default_device",
     "device",
@@ -57,8 +75,10 @@ __all__ = [
     "plots",
     "properties",
     "rotation",
+    "rotation_explorer",
     "rotation_matrix",
     "self_attention",
+    "shift",
     "sinusoidal_encoding",
     "sinusoidal_frequencies",
     "sinusoidal_shift_matrix",

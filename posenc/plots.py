@@ -7,6 +7,8 @@ Colab and the HTML book.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Sequence
 
 import matplotlib as mpl
@@ -248,4 +250,10 @@ def animation_html(anim) -> object:
 
     html = anim.to_jshtml(default_mode="loop")
     plt.close(anim._fig)
+    # matplotlib names the player with a random id; derive it from the frames instead, so
+    # that re-running an unchanged chapter stores the same bytes
+    random_id = re.search(r'id="_anim_img([0-9a-f]{32})"', html)
+    if random_id:
+        stable = hashlib.md5(html.replace(random_id.group(1), "").encode()).hexdigest()
+        html = html.replace(random_id.group(1), stable)
     return HTML(html)
