@@ -50,6 +50,10 @@ def test_stored_notebook_has_no_churn(path):
         assert "execution" not in cell.metadata, "per-cell timestamps: re-execute with tools"
     code = [c for c in nb.cells[1:] if c.cell_type == "code"]
     assert any(c.outputs for c in code), "stored without outputs"
+    for cell in code:
+        assert len(execute_notebooks.coalesce_streams(list(cell.outputs))) == len(cell.outputs), (
+            "printed text split over several stream outputs: re-execute with tools"
+        )
 
 
 def _toc_files():

@@ -16,6 +16,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from tools import setup_cell
+from tools.execute_notebooks import coalesce_streams
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPARED = ("stream", "execute_result")
@@ -37,11 +38,9 @@ def _copy_checkout(dest: Path) -> Path:
 
 
 def _texts(cell):
-    return [
-        (o.get("name"), o.get("text") or o.get("data", {}).get("text/plain"))
-        for o in cell.outputs
-        if o.output_type in COMPARED
-    ]
+    """The compared outputs of a cell, with printed text merged however it was split."""
+    outputs = coalesce_streams([o for o in cell.outputs if o.output_type in COMPARED])
+    return [(o.get("name"), o.get("text") or o.get("data", {}).get("text/plain")) for o in outputs]
 
 
 def test_setup_cell_installs_posenc_and_chapter_1_runs(tmp_path, monkeypatch):

@@ -37,9 +37,32 @@ def normalise(nb: nbformat.NotebookNode) -> None:
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
         cell.metadata.pop("ExecuteTime", None)
+        if cell.cell_type != "code":
+            continue
         # live widgets: hidden in the HTML, not compared, and their model ids are random
-        if "remove-output" in cell.metadata.get("tags", []) and cell.cell_type == "code":
+        if "remove-output" in cell.metadata.get("tags", []):
             cell.outputs = []
+        cell.outputs = coalesce_streams(cell.outputs)
+
+
+def coalesce_streams(outputs: list) -> list:
+    """Merge consecutive stream outputs of the same name.
+
+    How printed text is split into stream messages depends on timing, not on the code.
+    """
+    merged: list = []
+    for out in outputs:
+        prev = merged[-1] if merged else None
+        if (
+            out.output_type == "stream"
+            and prev is not None
+            and prev.output_type == "stream"
+            and prev.name == out.name
+        ):
+            prev.text += out.text
+        else:
+            merged.append(out)
+    return merged
 
 
 def execute(path: Path, *, timeout: int = 600) -> float:
