@@ -22,6 +22,7 @@ Modules, one idea each:
 - :mod:`posenc.properties`: the five properties of a good encoding, as checks.
 - :mod:`posenc.bits`: how the bits of a binary position encoding change.
 - :mod:`posenc.absolute_animations`: the animations of chapter 3.
+- :mod:`posenc.waves`: sine waves, the sine-wave explorer of chapter 4.
 - :mod:`posenc.sinusoidal_views`: chapter 5's views of the sinusoidal encoding.
 - :mod:`posenc.shift`: the symbolic derivation "a shift is a rotation" (sympy).
 - :mod:`posenc.rotation_explorer`: the rotation playground of chapter 6.
@@ -43,6 +44,7 @@ from posenc import (
     rotation_explorer,
     shift,
     sinusoidal_views,
+    waves,
 )
 from posenc.attention import DemoAttention, attention_weights, permute_positions, self_attention
 from posenc.device import default_device
@@ -85,4 +87,5 @@ __all__ = [
     "sinusoidal_frequencies",
     "sinusoidal_shift_matrix",
     "sinusoidal_views",
+    "waves",
 ]

@@ -77,6 +77,11 @@ def execute(path: Path, *, timeout: int = 600) -> float:
             timeout=timeout,
             kernel_name="python3",
             record_timing=False,
+            # a cell showing a live widget can leave nbclient waiting for a reply that never
+            # comes (the kernel is done): cap those cells so a stall costs seconds, not minutes
+            timeout_func=lambda cell: (
+                30 if "remove-output" in cell.metadata.get("tags", []) else timeout
+            ),
             resources={"metadata": {"path": str(path.parent)}},
         )
         client.execute()
