@@ -20,6 +20,8 @@ Modules, one idea each:
 - :mod:`posenc.encodings`: absolute encodings (integer, binary, sinusoidal, learned).
 - :mod:`posenc.rotation`: 2x2 rotations and their block-diagonal stacks.
 - :mod:`posenc.properties`: the five properties of a good encoding, as checks.
+- :mod:`posenc.relative`: relative methods (Shaw et al., T5 buckets, ALiBi).
+- :mod:`posenc.rope`: rotary position embedding, its layouts, n-D and frequency scaling.
 - :mod:`posenc.bits`: how the bits of a binary position encoding change.
 - :mod:`posenc.absolute_animations`: the animations of chapter 3.
 - :mod:`posenc.waves`: sine waves, the sine-wave explorer of chapter 4.
@@ -40,6 +42,8 @@ from posenc import (
     llama,
     plots,
     properties,
+    relative,
+    rope,
     rotation,
     rotation_explorer,
     shift,
@@ -56,6 +60,15 @@ from posenc.encodings import (
     sinusoidal_encoding,
     sinusoidal_frequencies,
 )
+from posenc.rope import (
+    apply_rope,
+    apply_rope_nd,
+    layout_permutation,
+    llama3_inv_freq,
+    permute_qk_rows,
+    rope_inv_freq,
+    rope_matrix,
+)
 from posenc.rotation import block_diagonal, rotation_matrix, sinusoidal_shift_matrix
 
 __version__ = "0.1.0"
@@ -64,6 +77,8 @@ __all__ = [
     "DemoAttention",
     "LearnedPositionalEmbedding",
     "absolute_animations",
+    "apply_rope",
+    "apply_rope_nd",
     "attention",
     "attention_weights",
     "binary_encoding",
@@ -73,11 +88,18 @@ __all__ = [
     "device",
     "encodings",
     "integer_encoding",
+    "layout_permutation",
     "length_normalized_encoding",
     "llama",
+    "llama3_inv_freq",
     "permute_positions",
+    "permute_qk_rows",
     "plots",
     "properties",
+    "relative",
+    "rope",
+    "rope_inv_freq",
+    "rope_matrix",
     "rotation",
     "rotation_explorer",
     "rotation_matrix",

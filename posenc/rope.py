@@ -1,0 +1,567 @@
+"""Rotary position embedding (RoPE): rotate each pair of features by ``position * theta_i``.
+
+A head vector ``x[..., T, D]`` is split into ``D/2`` pairs; pair ``i`` of the token at
+position ``p`` is turned counter-clockwise by the angle ``p * theta_i``, with
+``theta_i = base**(-2i/D)``. Because rotations compose by adding angles and a rotation's
+transpose is its inverse, ``<apply_rope(q, m), apply_rope(k, n)>`` depends on ``n - m`` only.
+
+Two layouts say which features form a pair:
+
+- ``"interleaved"``: ``(x[2i], x[2i+1])``, as in RoFormer and Meta's Llama code;
+- ``"half"``: ``(x[i], x[i + D/2])``, as in GPT-NeoX and Hugging Face transformers.
+
+They are the same rotation up to a fixed permutation of the features
+(:func:`layout_permutation`), which is why the Hugging Face conversion of Llama permutes the
+rows of ``W_q`` and ``W_k`` (:func:`permute_qk_rows`).
+
+Angles are computed in float32 (float64 when ``x`` is float64) from integer positions,
+whatever the dtype of ``x``; the result is cast to ``x``'s dtype at the end.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from posenc._validate import (
+    check_even_dim,
+    check_int,
+    check_positions,
+    check_positive_float,
+    check_tensor,
+)
+from posenc.rotation import block_diagonal, rotation_matrix
+
+__all__ = [
+    "LAYOUTS",
+    "apply_rope",
+    "apply_rope_nd",
+    "layout_permutation",
+    "llama3_inv_freq",
+    "ntk_aware_inv_freq",
+    "p_rope_inv_freq",
+    "permute_qk_rows",
+    "position_interpolation_inv_freq",
+    "rope_inv_freq",
+    "rope_matrix",
+    "yarn_inv_freq",
+]
+
+LAYOUTS = ("interleaved", "half")
+"""The two ways of pairing a head's features."""
+
+
+def _check_layout(layout: object) -> str:
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
+    return layout
+
+
+def rope_inv_freq(dim: int, base: float = 10000.0) -> torch.Tensor:
+    """RoPE's frequencies ``theta_i = base**(-2i/dim)`` for ``i = 0 .. dim/2 - 1``.
+
+    Computed in float64 (rounded once when cast to the angle dtype).
+
+    Args:
+        dim: head features ``D`` (even).
+        base: the base (10000 in RoFormer, 500000 in Llama 3).
+
+    Returns:
+        float64 ``[D/2]``, in radians per position, from 1 down to almost ``1/base``.
+
+    Raises:
+        TypeError: if ``dim`` is not an int or ``base`` not a number.
+        ValueError: if ``dim`` is not positive and even or ``base`` is not positive.
+
+    Example:
+        >>> rope_inv_freq(4, base=100.0)
+        tensor([1.0000, 0.1000], dtype=torch.float64)
+    """
+    check_even_dim("dim", dim)
+    base = check_positive_float("base", base)
+    return base ** -(torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+
+
+def _check_inv_freq(inv_freq: object, dim: int) -> torch.Tensor:
+    if not isinstance(inv_freq, torch.Tensor):
+        raise TypeError(f"inv_freq must be a torch.Tensor, got {type(inv_freq).__name__}")
+    if not inv_freq.is_floating_point():
+        raise TypeError(f"inv_freq must have a floating dtype, got {inv_freq.dtype}")
+    if inv_freq.dim() != 1 or inv_freq.numel() != dim // 2:
+        raise ValueError(
+            f"inv_freq must have shape [D/2] = [{dim // 2}], got {tuple(inv_freq.shape)}"
+        )
+    if not bool(torch.isfinite(inv_freq).all()) or bool((inv_freq < 0).any()):
+        raise ValueError("inv_freq must be finite and non-negative")
+    return inv_freq
+
+
+def _angles(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``positions[..., None] * inv_freq`` in ``dtype``: ``[..., T, D/2]``."""
+    return positions.to(dtype)[..., None] * inv_freq.to(device=positions.device, dtype=dtype)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
+    """Rotate the pairs of ``x[..., T, D]`` by angles given as ``cos, sin`` ``[..., T, D/2]``."""
+    if layout == "interleaved":
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
+    if layout == "half":
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+    raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
+
+
+def _check_rope_input(x: object, positions: object) -> tuple[torch.Tensor, torch.Tensor]:
+    check_tensor("x", x, min_dim=2)
+    dim, length = x.shape[-1], x.shape[-2]
+    if dim == 0 or dim % 2:
+        raise ValueError(f"head dimension must be even and positive, got D={dim}")
+    if length == 0:
+        raise ValueError(f"x must have at least one position, got shape {tuple(x.shape)}")
+    if positions is None:
+        return x, torch.arange(length, device=x.device)
+    if isinstance(positions, torch.Tensor) and positions.dim() > 1:
+        if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
+            raise TypeError(f"positions must hold integers, got dtype {positions.dtype}")
+        p = positions
+    else:
+        p = check_positions("positions", positions, nonnegative=False)
+    if p.shape[-1] != length:
+        raise ValueError(
+            f"positions must have one entry per position (T={length}), got shape {tuple(p.shape)}"
+        )
+    try:
+        torch.broadcast_shapes(p.shape, x.shape[:-1])
+    except RuntimeError:
+        raise ValueError(
+            f"positions of shape {tuple(p.shape)} do not broadcast with x's leading shape {tuple(x.shape[:-1])}"
+        ) from None
+    return x, p.to(device=x.device, dtype=torch.int64)
+
+
+def apply_rope(
+    x: torch.Tensor,
+    positions=None,
+    *,
+    base: float = 10000.0,
+    inv_freq: torch.Tensor | None = None,
+    layout: str = "interleaved",
+) -> torch.Tensor:
+    """Rotate every pair of features of ``x`` by ``position * theta_i``.
+
+    Args:
+        x: head vectors ``[..., T, D]`` (D even), any floating dtype.
+        positions: integer positions: ``[T]`` (default ``0 .. T-1``) or any integer shape
+            ``[..., T]`` that broadcasts with ``x.shape[:-1]`` (e.g. ``[B, 1, T]``).
+            Negative positions rotate the other way.
+        base: frequency base, used when ``inv_freq`` is None.
+        inv_freq: the frequencies ``[D/2]`` to use instead (e.g. :func:`llama3_inv_freq`).
+        layout: ``"interleaved"`` or ``"half"``.
+
+    Returns:
+        The rotated vectors, same shape, dtype and device as ``x``.
+
+    Raises:
+        TypeError: if ``x`` is not a floating tensor, positions are not integers, or
+            ``inv_freq`` is not a floating tensor.
+        ValueError: for an odd or zero ``D``, no positions, positions of the wrong length or
+            shape, a bad ``base`` or ``inv_freq``, or an unknown ``layout``.
+
+    Example:
+        >>> q, k = torch.randn(2, 8, dtype=torch.float64)
+        >>> def score(m, n):
+        ...     return apply_rope(q[None], [m]) @ apply_rope(k[None], [n]).T
+        >>> torch.allclose(score(3, 10), score(103, 110))  # only n - m matters
+        True
+    """
+    x, p = _check_rope_input(x, positions)
+    _check_layout(layout)
+    dim = x.shape[-1]
+    inv_freq = rope_inv_freq(dim, base) if inv_freq is None else _check_inv_freq(inv_freq, dim)
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    angles = _angles(p, inv_freq, dtype)  # [..., T, D/2]
+    return _rotate(x.to(dtype), angles.cos(), angles.sin(), layout).to(x.dtype)
+
+
+def rope_matrix(
+    position: int,
+    dim: int,
+    *,
+    base: float = 10000.0,
+    inv_freq: torch.Tensor | None = None,
+    layout: str = "interleaved",
+    dtype: torch.dtype = torch.float64,
+) -> torch.Tensor:
+    """The dense ``[D, D]`` matrix of RoPE at one position.
+
+    ``rope_matrix(p, D) @ x[t]`` equals ``apply_rope(x, positions)[t]`` where
+    ``positions[t] = p``. In the interleaved layout it is block-diagonal with the 2x2
+    rotations on the diagonal; in the half layout the same entries sit at rows and columns
+    ``i`` and ``i + D/2``.
+
+    Args:
+        position: the position ``p`` (any integer).
+        dim: head features ``D`` (even).
+        base: frequency base, used when ``inv_freq`` is None.
+        inv_freq: the frequencies ``[D/2]`` to use instead.
+        layout: ``"interleaved"`` or ``"half"``.
+        dtype: floating dtype of the result.
+
+    Returns:
+        ``[D, D]`` orthogonal matrix.
+
+    Raises:
+        TypeError, ValueError: for a non-int ``position``, a bad ``dim``, ``base``,
+            ``inv_freq``, ``layout`` or ``dtype``.
+
+    Example:
+        >>> m = rope_matrix(5, 4)
+        >>> torch.allclose(m.T @ m, torch.eye(4, dtype=torch.float64))
+        True
+    """
+    check_int("position", position)
+    check_even_dim("dim", dim)
+    _check_layout(layout)
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
+    inv_freq = rope_inv_freq(dim, base) if inv_freq is None else _check_inv_freq(inv_freq, dim)
+    blocks = rotation_matrix(position * inv_freq.to(torch.float64))  # [D/2, 2, 2]
+    dense = block_diagonal(blocks)  # interleaved
+    if layout == "half":
+        perm = layout_permutation(dim)
+        dense = dense[perm][:, perm]
+    return dense.to(dtype)
+
+
+def layout_permutation(dim: int) -> torch.Tensor:
+    """Feature order that turns the interleaved layout into the half layout.
+
+    With ``perm = layout_permutation(D)``, feature ``j`` of the half layout is feature
+    ``perm[j]`` of the interleaved one: ``perm = [0, 2, 4, ..., 1, 3, 5, ...]``. So
+    ``apply_rope(x, layout="interleaved")[..., perm] == apply_rope(x[..., perm], layout="half")``,
+    and ``torch.argsort(perm)`` goes back.
+
+    Args:
+        dim: head features ``D`` (even).
+
+    Returns:
+        int64 ``[D]``.
+
+    Raises:
+        TypeError, ValueError: if ``dim`` is not a positive even int.
+
+    Example:
+        >>> layout_permutation(6)
+        tensor([0, 2, 4, 1, 3, 5])
+    """
+    check_even_dim("dim", dim)
+    return torch.cat([torch.arange(0, dim, 2), torch.arange(1, dim, 2)])
+
+
+def permute_qk_rows(weight: torch.Tensor, num_heads: int, *, to: str = "half") -> torch.Tensor:
+    """Reorder the output rows of a ``W_q`` or ``W_k`` matrix, head by head, between layouts.
+
+    A projection's output rows are the features of each head, head after head. Converting
+    a checkpoint written for interleaved RoPE (Meta's) to run with half-split RoPE (Hugging
+    Face's) applies :func:`layout_permutation` to each head's rows; ``to="interleaved"``
+    undoes it. Queries and keys are then permuted the same way, so ``q . k`` is unchanged.
+
+    Args:
+        weight: ``[H * D, E]`` (output rows, input columns), or ``[H * D]`` for a bias.
+        num_heads: heads ``H`` in the rows.
+        to: target layout, ``"half"`` or ``"interleaved"``.
+
+    Returns:
+        The weight with its rows reordered, same shape.
+
+    Raises:
+        TypeError: if ``weight`` is not a floating tensor or ``num_heads`` not an int.
+        ValueError: if the rows do not split into ``num_heads`` heads of even size, or ``to``
+            is unknown.
+
+    Example:
+        >>> w = torch.arange(8.0)[:, None]  # 2 heads of D=4, one input column
+        >>> permute_qk_rows(w, 2).flatten().tolist()
+        [0.0, 2.0, 1.0, 3.0, 4.0, 6.0, 5.0, 7.0]
+    """
+    check_tensor("weight", weight, min_dim=1)
+    check_int("num_heads", num_heads, minimum=1)
+    _check_layout(to)
+    rows = weight.shape[0]
+    if rows % num_heads or (rows // num_heads) % 2:
+        raise ValueError(
+            f"weight rows must split into num_heads={num_heads} heads of even size, got {rows} rows"
+        )
+    perm = layout_permutation(rows // num_heads)
+    if to == "interleaved":
+        perm = torch.argsort(perm)
+    head_dim = rows // num_heads
+    index = (torch.arange(num_heads)[:, None] * head_dim + perm[None, :]).flatten()  # [H * D]
+    return weight[index.to(weight.device)]
+
+
+def apply_rope_nd(
+    x: torch.Tensor, positions: torch.Tensor, *, base: float = 10000.0, layout: str = "interleaved"
+) -> torch.Tensor:
+    """Axial RoPE for positions with several coordinates (a pixel's row and column, ...).
+
+    The ``D`` features are cut into ``n`` equal chunks, one per axis; chunk ``a`` is rotated
+    by :func:`apply_rope` with coordinate ``a`` of each position and its own frequencies
+    ``rope_inv_freq(D / n, base)``. Each pair turns with one axis only, so the score of two
+    tokens depends only on the difference of their coordinates.
+
+    Args:
+        x: head vectors ``[..., T, D]``.
+        positions: integer coordinates ``[T, n]`` (or ``[..., T, n]`` broadcasting with
+            ``x.shape[:-1]``).
+        base: frequency base.
+        layout: pairing inside each chunk, ``"interleaved"`` or ``"half"``.
+
+    Returns:
+        The rotated vectors, same shape, dtype and device as ``x``.
+
+    Raises:
+        TypeError: if ``x`` is not a floating tensor or ``positions`` not integers.
+        ValueError: if ``D`` is not divisible by ``2 n``, or ``positions`` has the wrong shape.
+
+    Example:
+        >>> q, k = torch.randn(2, 1, 8, dtype=torch.float64)
+        >>> def score(a, b):
+        ...     return apply_rope_nd(q, torch.tensor([a])) @ apply_rope_nd(k, torch.tensor([b])).mT
+        >>> torch.allclose(score((1, 2), (4, 7)), score((11, 5), (14, 10)))  # (dx, dy) = (3, 5)
+        True
+    """
+    check_tensor("x", x, min_dim=2)
+    if not isinstance(positions, torch.Tensor):
+        raise TypeError(
+            f"positions must be an integer tensor [..., T, n], got {type(positions).__name__}"
+        )
+    if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
+        raise TypeError(f"positions must hold integers, got dtype {positions.dtype}")
+    if positions.dim() < 2 or positions.shape[-1] < 1:
+        raise ValueError(f"positions must have shape [..., T, n], got {tuple(positions.shape)}")
+    n, dim = positions.shape[-1], x.shape[-1]
+    if dim == 0 or dim % (2 * n):
+        raise ValueError(
+            f"head dimension D={dim} must be divisible by 2 * n = {2 * n} (n={n} axes)"
+        )
+    chunks = x.chunk(n, dim=-1)
+    return torch.cat(
+        [apply_rope(c, positions[..., a], base=base, layout=layout) for a, c in enumerate(chunks)],
+        dim=-1,
+    )
+
+
+# --- frequency scaling for longer contexts ---------------------------------------------------
+
+
+def _check_factor(factor: object) -> float:
+    factor = check_positive_float("factor", factor)
+    if factor < 1:
+        raise ValueError(
+            f"factor must be at least 1 (it stretches the context), got factor={factor}"
+        )
+    return factor
+
+
+def position_interpolation_inv_freq(inv_freq: torch.Tensor, factor: float) -> torch.Tensor:
+    """Position interpolation (Chen et al. 2023): divide every frequency by ``factor``.
+
+    Positions up to ``factor`` times the trained length then turn through the same angles
+    as the trained positions did.
+
+    Args:
+        inv_freq: frequencies ``[D/2]``.
+        factor: the context extension factor (at least 1).
+
+    Returns:
+        float64 ``[D/2]``.
+
+    Raises:
+        TypeError, ValueError: for a bad ``inv_freq`` or a ``factor`` below 1.
+
+    Example:
+        >>> position_interpolation_inv_freq(torch.tensor([1.0, 0.01]), 4.0)
+        tensor([0.2500, 0.0025], dtype=torch.float64)
+    """
+    inv_freq = _check_inv_freq(inv_freq, 2 * _len1d("inv_freq", inv_freq))
+    return inv_freq.to(torch.float64) / _check_factor(factor)
+
+
+def _len1d(name: str, t: object) -> int:
+    check_tensor(name, t, min_dim=1)
+    if t.dim() != 1 or t.numel() == 0:
+        raise ValueError(f"{name} must be 1-D and non-empty, got shape {tuple(t.shape)}")
+    return t.numel()
+
+
+def ntk_aware_inv_freq(dim: int, base: float, factor: float) -> torch.Tensor:
+    """NTK-aware scaling: raise the base to ``base * factor**(D / (D - 2))``.
+
+    The highest frequency (pair 0) is unchanged, the lowest is divided by exactly
+    ``factor``, and the ones between are divided by less and less: fast pairs keep their
+    resolution while slow pairs are stretched.
+
+    Args:
+        dim: head features ``D`` (even, at least 4).
+        base: the original base.
+        factor: the context extension factor (at least 1).
+
+    Returns:
+        float64 ``[D/2]``.
+
+    Raises:
+        TypeError, ValueError: for a bad ``dim``, ``base`` or ``factor``.
+
+    Example:
+        >>> f = ntk_aware_inv_freq(8, 10000.0, 16.0)
+        >>> bool(f[0] == 1.0), bool(torch.isclose(f[-1], rope_inv_freq(8)[-1] / 16))
+        (True, True)
+    """
+    check_even_dim("dim", dim)
+    if dim < 4:
+        raise ValueError(f"dim must be at least 4 for NTK-aware scaling, got dim={dim}")
+    base = check_positive_float("base", base)
+    factor = _check_factor(factor)
+    return rope_inv_freq(dim, base * factor ** (dim / (dim - 2)))
+
+
+def llama3_inv_freq(
+    inv_freq: torch.Tensor,
+    factor: float = 32.0,
+    low_freq_factor: float = 1.0,
+    high_freq_factor: float = 4.0,
+    original_max_positions: int = 8192,
+) -> torch.Tensor:
+    """Llama 3's frequency scaling (transformers' ``"llama3"`` rope type).
+
+    Each pair's wavelength ``2 pi / theta`` is compared with the trained context
+    ``original_max_positions``:
+
+    - shorter than ``original / high_freq_factor``: kept;
+    - longer than ``original / low_freq_factor``: divided by ``factor``;
+    - in between: a smooth mix of the two, linear in ``original / wavelength``.
+
+    Args:
+        inv_freq: frequencies ``[D/2]`` (e.g. ``rope_inv_freq(64, 500000.0)``).
+        factor: division for the slow pairs (32 for Llama 3.2, 8 for Llama 3.1).
+        low_freq_factor, high_freq_factor: the band edges (1 and 4 in Llama 3.x).
+        original_max_positions: the context length of pre-training (8192).
+
+    Returns:
+        float64 ``[D/2]``.
+
+    Raises:
+        TypeError, ValueError: for a bad ``inv_freq``, non-positive factors,
+            ``high_freq_factor <= low_freq_factor``, or a non-positive length.
+
+    Example:
+        >>> f = llama3_inv_freq(rope_inv_freq(64, 500000.0))
+        >>> kept = f == rope_inv_freq(64, 500000.0)
+        >>> divided = torch.isclose(f, rope_inv_freq(64, 500000.0) / 32)
+        >>> int(kept.sum()), int((~kept & ~divided).sum()), int(divided.sum())
+        (15, 3, 14)
+    """
+    inv_freq = _check_inv_freq(inv_freq, 2 * _len1d("inv_freq", inv_freq)).to(torch.float64)
+    factor = _check_factor(factor)
+    low = check_positive_float("low_freq_factor", low_freq_factor)
+    high = check_positive_float("high_freq_factor", high_freq_factor)
+    if high <= low:
+        raise ValueError(f"high_freq_factor must exceed low_freq_factor, got {high} <= {low}")
+    check_int("original_max_positions", original_max_positions, minimum=1)
+    wavelen = 2 * math.pi / inv_freq
+    low_freq_wavelen = original_max_positions / low
+    high_freq_wavelen = original_max_positions / high
+    smooth = (original_max_positions / wavelen - low) / (high - low)
+    mixed = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+    out = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, mixed)
+    return torch.where(wavelen < high_freq_wavelen, inv_freq, out)
+
+
+def yarn_inv_freq(
+    dim: int,
+    base: float,
+    factor: float,
+    original_max_positions: int,
+    *,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+) -> tuple[torch.Tensor, float]:
+    """YaRN (Peng et al. 2023): interpolate slow pairs, keep fast ones, ramp in between.
+
+    A pair that turns more than ``beta_fast`` times over the trained context is kept; one
+    that turns fewer than ``beta_slow`` times is divided by ``factor``; between, a linear
+    ramp in the pair index mixes the two. YaRN also scales attention logits, which is
+    returned as the factor ``0.1 ln(factor) + 1`` to multiply ``cos`` and ``sin`` by.
+
+    Args:
+        dim: head features ``D`` (even).
+        base: frequency base.
+        factor: context extension factor (at least 1).
+        original_max_positions: the trained context length.
+        beta_fast, beta_slow: the turn counts bounding the ramp (32 and 1 in the paper).
+
+    Returns:
+        ``(inv_freq [D/2] float64, attention_factor)``.
+
+    Raises:
+        TypeError, ValueError: for bad arguments, or ``beta_fast <= beta_slow``.
+
+    Example:
+        >>> f, scale = yarn_inv_freq(64, 10000.0, 8.0, 4096)
+        >>> bool(f[0] == 1.0), bool(torch.isclose(f[-1], rope_inv_freq(64)[-1] / 8)), round(scale, 4)
+        (True, True, 1.2079)
+    """
+    check_even_dim("dim", dim)
+    base = check_positive_float("base", base)
+    factor = _check_factor(factor)
+    check_int("original_max_positions", original_max_positions, minimum=1)
+    fast = check_positive_float("beta_fast", beta_fast)
+    slow = check_positive_float("beta_slow", beta_slow)
+    if fast <= slow:
+        raise ValueError(f"beta_fast must exceed beta_slow, got {fast} <= {slow}")
+
+    def pair_index(turns: float) -> float:  # the pair i that turns `turns` times in the context
+        return dim * math.log(original_max_positions / (turns * 2 * math.pi)) / (2 * math.log(base))
+
+    low = max(math.floor(pair_index(fast)), 0)
+    high = min(math.ceil(pair_index(slow)), dim - 1)  # the bound transformers uses
+    ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / max(high - low, 1e-3)).clamp(0, 1)
+    extrapolation = rope_inv_freq(dim, base)
+    interpolation = extrapolation / factor
+    inv_freq = interpolation * ramp + extrapolation * (1 - ramp)
+    return inv_freq, 0.1 * math.log(factor) + 1.0
+
+
+def p_rope_inv_freq(inv_freq: torch.Tensor, p: float) -> torch.Tensor:
+    """p-RoPE (Barbero et al. 2024): keep the fastest fraction ``p`` of the frequencies.
+
+    The slowest ``1 - p`` of the pairs get frequency 0, so they are not rotated at all and
+    carry content with no position attached; ``p = 1`` is RoPE, ``p = 0`` no rotation.
+
+    Args:
+        inv_freq: frequencies ``[D/2]``, fastest first.
+        p: fraction of pairs to keep rotating, in ``[0, 1]``.
+
+    Returns:
+        float64 ``[D/2]``.
+
+    Raises:
+        TypeError, ValueError: for a bad ``inv_freq`` or ``p`` outside ``[0, 1]``.
+
+    Example:
+        >>> p_rope_inv_freq(rope_inv_freq(8), 0.5)
+        tensor([1.0000, 0.1000, 0.0000, 0.0000], dtype=torch.float64)
+    """
+    n = _len1d("inv_freq", inv_freq)
+    inv_freq = _check_inv_freq(inv_freq, 2 * n).to(torch.float64)
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        raise TypeError(f"p must be a number, got {type(p).__name__}")
+    if not 0 <= p <= 1:
+        raise ValueError(f"p must be in [0, 1], got p={p}")
+    keep = round(p * n)
+    out = inv_freq.clone()
+    out[keep:] = 0.0
+    return out
