@@ -22,6 +22,7 @@ Modules, one idea each:
 - :mod:`posenc.properties`: the five properties of a good encoding, as checks.
 - :mod:`posenc.relative`: relative methods (Shaw et al., T5 buckets, ALiBi).
 - :mod:`posenc.rope`: rotary position embedding, its layouts, n-D and frequency scaling.
+- :mod:`posenc.llama_rope`: RoPE exactly as Llama 3.2 runs it, next to transformers.
 - :mod:`posenc.bits`: how the bits of a binary position encoding change.
 - :mod:`posenc.absolute_animations`: the animations of chapter 3.
 - :mod:`posenc.waves`: sine waves, the sine-wave explorer of chapter 4.
@@ -40,6 +41,7 @@ from posenc import (
     device,
     encodings,
     llama,
+    llama_rope,
     plots,
     properties,
     relative,
@@ -92,6 +94,7 @@ __all__ = [
     "length_normalized_encoding",
     "llama",
     "llama3_inv_freq",
+    "llama_rope",
     "permute_positions",
     "permute_qk_rows",
     "plots",
