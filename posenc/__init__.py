@@ -21,7 +21,10 @@ Modules, one idea each:
 - :mod:`posenc.rotation`: 2x2 rotations and their block-diagonal stacks.
 - :mod:`posenc.properties`: the five properties of a good encoding, as checks.
 - :mod:`posenc.relative`: relative methods (Shaw et al., T5 buckets, ALiBi).
+- :mod:`posenc.relative_views`: chapter 7's tables, figures and shift experiment.
+- :mod:`posenc.context`: the four terms of a score with additive encodings (chapter 8).
 - :mod:`posenc.rope`: rotary position embedding, its layouts, n-D and frequency scaling.
+- :mod:`posenc.rope_views`: chapter 9's RoPE playground, animation and demonstrations.
 - :mod:`posenc.llama_rope`: RoPE exactly as Llama 3.2 runs it, next to transformers.
 - :mod:`posenc.bits`: how the bits of a binary position encoding change.
 - :mod:`posenc.absolute_animations`: the animations of chapter 3.
@@ -38,6 +41,7 @@ from posenc import (
     absolute_animations,
     attention,
     bits,
+    context,
     device,
     encodings,
     llama,
@@ -45,7 +49,9 @@ from posenc import (
     plots,
     properties,
     relative,
+    relative_views,
     rope,
+    rope_views,
     rotation,
     rotation_explorer,
     shift,
@@ -86,6 +92,7 @@ __all__ = [
     "binary_encoding",
     "bits",
     "block_diagonal",
+    "context",
     "default_device",
     "device",
     "encodings",
@@ -100,9 +107,11 @@ __all__ = [
     "plots",
     "properties",
     "relative",
+    "relative_views",
     "rope",
     "rope_inv_freq",
     "rope_matrix",
+    "rope_views",
     "rotation",
     "rotation_explorer",
     "rotation_matrix",
