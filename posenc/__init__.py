@@ -26,6 +26,8 @@ Modules, one idea each:
 - :mod:`posenc.rope`: rotary position embedding, its layouts, n-D and frequency scaling.
 - :mod:`posenc.rope_views`: chapter 9's RoPE playground, animation and demonstrations.
 - :mod:`posenc.llama_rope`: RoPE exactly as Llama 3.2 runs it, next to transformers.
+- :mod:`posenc.rope_nd_views`: chapter 11's grid checks of RoPE in n dimensions.
+- :mod:`posenc.frequencies`: chapter 12's periods, decay bound, scaling and schemes.
 - :mod:`posenc.bits`: how the bits of a binary position encoding change.
 - :mod:`posenc.absolute_animations`: the animations of chapter 3.
 - :mod:`posenc.waves`: sine waves, the sine-wave explorer of chapter 4.
@@ -44,6 +46,7 @@ from posenc import (
     context,
     device,
     encodings,
+    frequencies,
     llama,
     llama_rope,
     plots,
@@ -51,6 +54,7 @@ from posenc import (
     relative,
     relative_views,
     rope,
+    rope_nd_views,
     rope_views,
     rotation,
     rotation_explorer,
@@ -96,6 +100,7 @@ __all__ = [
     "default_device",
     "device",
     "encodings",
+    "frequencies",
     "integer_encoding",
     "layout_permutation",
     "length_normalized_encoding",
@@ -111,6 +116,7 @@ __all__ = [
     "rope",
     "rope_inv_freq",
     "rope_matrix",
+    "rope_nd_views",
     "rope_views",
     "rotation",
     "rotation_explorer",
