@@ -28,6 +28,7 @@ Modules, one idea each:
 - :mod:`posenc.llama_rope`: RoPE exactly as Llama 3.2 runs it, next to transformers.
 - :mod:`posenc.rope_nd_views`: chapter 11's grid checks of RoPE in n dimensions.
 - :mod:`posenc.frequencies`: chapter 12's periods, decay bound, scaling and schemes.
+- :mod:`posenc.summary`: chapter 15's property table, road map and checked claims.
 - :mod:`posenc.bits`: how the bits of a binary position encoding change.
 - :mod:`posenc.absolute_animations`: the animations of chapter 3.
 - :mod:`posenc.waves`: sine waves, the sine-wave explorer of chapter 4.
@@ -60,6 +61,7 @@ from posenc import (
     rotation_explorer,
     shift,
     sinusoidal_views,
+    summary,
     waves,
 )
 from posenc.attention import DemoAttention, attention_weights, permute_positions, self_attention
@@ -127,5 +129,6 @@ __all__ = [
     "sinusoidal_frequencies",
     "sinusoidal_shift_matrix",
     "sinusoidal_views",
+    "summary",
     "waves",
 ]

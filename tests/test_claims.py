@@ -1,0 +1,345 @@
+"""posenc.summary: every claim's check reproduces its verdict, the appendix is current, the
+schemes' table and the road map, and bad input."""
+
+import itertools
+import json
+import re
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+from myst_parser.mdit_to_docutils.base import default_slugify
+
+from posenc import properties, summary
+
+ROOT = Path(__file__).resolve().parents[1]
+CLAIMS = {claim.key: claim for claim in summary.CLAIMS}
+
+
+# ----------------------------------------------------------------------------------------
+# The claims
+# ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("claim", summary.CLAIMS, ids=lambda c: c.key)
+def test_each_check_reproduces_the_recorded_verdict(claim):
+    finding = summary.check_claim(claim)
+    assert finding.verdict == claim.verdict, finding.evidence
+    assert finding.evidence
+
+
+# Every claim of DESIGN.md section 7, and the key of the claim that covers it.
+DESIGN_CLAIMS = {
+    "equal tokens give equal outputs (to tolerance, not bitwise)": "identical-outputs",
+    "the (sin, cos) shift matrix is [[cos, sin], [-sin, cos]]": "shift-matrix",
+    "the same matrix for RoPE turns the other way than the formula": "matrix-vs-elementwise",
+    "R_m^T R_n = R_(n-m), one source writes R_(m-n)": "rotation-index",
+    "a source describes interleaved pairs but its code splits halves": "concept-note-code",
+    "2 pi x 10000 unique positions, about 63,000": "unique-positions",
+    "attention decays with distance": "long-term-decay",
+    "RoPE generalises excellently to longer sequences": "excellent-generalisation",
+    "the MSB cycles every 2^(n-1) tokens": "msb-cycle",
+    "252 = 11111100": "binary-252",
+    "the exponent 2i/d runs to (d-2)/d, not to d/2 - 1": "exponent-range",
+}
+
+
+@pytest.mark.parametrize("key", DESIGN_CLAIMS.values())
+def test_every_claim_the_design_asks_for_is_checked(key):
+    assert key in CLAIMS
+
+
+@pytest.mark.parametrize(
+    ("key", "verdict"),
+    [
+        ("identical-outputs", summary.CAVEAT),
+        ("shift-matrix", summary.HOLDS),
+        ("matrix-vs-elementwise", summary.WRONG),
+        ("rotation-index", summary.WRONG),
+        ("unique-positions", summary.WRONG),
+        ("long-term-decay", summary.CAVEAT),
+        ("excellent-generalisation", summary.CAVEAT),
+        ("msb-cycle", summary.CAVEAT),
+        ("binary-252", summary.HOLDS),
+        ("exponent-range", summary.WRONG),
+    ],
+)
+def test_verdicts_of_the_design_claims(key, verdict):
+    assert CLAIMS[key].verdict == verdict
+
+
+def test_claims_are_well_formed_and_in_chapter_order():
+    assert len(CLAIMS) == len(summary.CLAIMS), "claim keys must be unique"
+    chapters = [c.chapter for c in summary.CLAIMS]
+    assert chapters == sorted(chapters)
+    for claim in summary.CLAIMS:
+        assert claim.verdict in summary.VERDICTS
+        assert claim.source in summary.SOURCES
+        assert claim.title and claim.statement and claim.finding
+        assert re.fullmatch(r"[a-z0-9_-]+", claim.section), claim.section
+
+
+def test_every_source_is_in_the_bibliography():
+    bib = (ROOT / "book" / "references.bib").read_text()
+    keys = set(re.findall(r"^@\w+\{([^,]+),", bib, flags=re.M))
+    assert set(summary.SOURCES) <= keys
+
+
+def test_every_source_has_a_claim():
+    assert {c.source for c in summary.CLAIMS} == set(summary.SOURCES)
+
+
+def myst_slugs(path: Path) -> set[str]:
+    """The heading anchors MyST makes for a notebook, computed with MyST's own parser and
+    slug function: the text and inline code of the heading (levels 1 to 3), math left out."""
+    md = MarkdownIt("commonmark").use(dollarmath_plugin)
+    slugs = set()
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        tokens = md.parse("".join(cell["source"]))
+        for opening, inline in itertools.pairwise(tokens):
+            if opening.type == "heading_open" and opening.tag in ("h1", "h2", "h3"):
+                title = "".join(
+                    child.content
+                    for child in inline.children or []
+                    if child.type in ("text", "code_inline")
+                )
+                slug, i = default_slugify(title), 1
+                while slug in slugs:
+                    slug, i = f"{default_slugify(title)}-{i}", i + 1
+                slugs.add(slug)
+    return slugs
+
+
+@pytest.mark.parametrize("claim", summary.CLAIMS, ids=lambda c: c.key)
+def test_each_claim_links_to_an_existing_heading(claim):
+    (path,) = (ROOT / "notebooks").glob(f"{claim.chapter:02d}_*.ipynb")
+    assert claim.section in myst_slugs(path), f"no heading #{claim.section} in {path.name}"
+
+
+def test_claims_appendix_is_current():
+    page = (ROOT / "book" / "claims.md").read_text()
+    start = page.index(summary.CLAIMS_BEGIN)
+    end = page.index(summary.CLAIMS_END) + len(summary.CLAIMS_END)
+    assert page[start:end] == summary.claims_markdown(), (
+        "book/claims.md is out of date: run "
+        "python -c \"from posenc import summary; summary.update_claims_page('book/claims.md')\""
+    )
+
+
+def test_claims_markdown_has_one_row_per_claim_with_its_link():
+    text = summary.claims_markdown()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "**" in line]
+    assert len(rows) == len(summary.CLAIMS)
+    order = list(summary.SOURCES)  # the appendix groups the claims by source
+    grouped = sorted(summary.CLAIMS, key=lambda c: order.index(c.source))
+    for row, claim in zip(rows, grouped, strict=True):
+        assert f"**{claim.verdict}**" in row
+        assert f"#{claim.section})" in row
+        assert row.count(" | ") == 3, "a cell leaks a table separator"
+
+
+def test_update_claims_page_rewrites_only_between_the_markers(tmp_path):
+    page = tmp_path / "claims.md"
+    page.write_text(
+        f"# Title\n\nbefore\n{summary.CLAIMS_BEGIN}\nOLD-TABLE\n{summary.CLAIMS_END}\nafter\n"
+    )
+    one = [CLAIMS["binary-252"]]
+    assert summary.update_claims_page(page, one) is True
+    text = page.read_text()
+    assert text.startswith("# Title\n\nbefore\n") and text.endswith("\nafter\n")
+    assert "OLD-TABLE" not in text and "11111100" in text
+    assert summary.update_claims_page(page, one) is False
+
+
+def test_source_tally_counts_every_finding():
+    findings = {key: summary.Finding(claim.verdict, "") for key, claim in CLAIMS.items()}
+    tally = summary.source_tally(findings)
+    assert sum(sum(c.values()) for c in tally.values()) == len(CLAIMS)
+    assert list(tally) == [s for s in summary.SOURCES if s in tally]
+    for source, counts in tally.items():
+        for verdict in summary.VERDICTS:
+            expected = sum(c.source == source and c.verdict == verdict for c in summary.CLAIMS)
+            assert counts[verdict] == expected
+    table = summary.format_source_tally(tally)
+    assert len(table.splitlines()) == len(tally) + 1
+
+
+def test_format_findings_lists_only_the_asked_verdicts():
+    findings = {key: summary.Finding(claim.verdict, "e") for key, claim in CLAIMS.items()}
+    text = summary.format_findings(findings, verdicts=[summary.WRONG])
+    wrong = [c for c in summary.CLAIMS if c.verdict == summary.WRONG]
+    assert len(text.splitlines()) == 2 * len(wrong)
+    assert all(c.title in text for c in wrong)
+
+
+# Slugs: summary.slugify against MyST itself.
+
+SEGMENTS = st.one_of(
+    st.text(alphabet="abcXYZ019 ,.:?()'-", min_size=1, max_size=8),
+    st.text(alphabet="abxy_0", min_size=1, max_size=4).map(lambda s: f"${s}$"),
+    st.text(alphabet="abxy_0", min_size=1, max_size=4).map(lambda s: f"`{s}`"),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(SEGMENTS, min_size=1, max_size=5))
+def test_slugify_agrees_with_myst(segments):
+    title = " ".join(segments).strip()
+    tokens = MarkdownIt("commonmark").use(dollarmath_plugin).parse(f"# {title}")
+    if len(tokens) < 2 or tokens[0].type != "heading_open":
+        return
+    expected = default_slugify(
+        "".join(c.content for c in tokens[1].children if c.type in ("text", "code_inline"))
+    )
+    assert summary.slugify(title) == expected
+
+
+@pytest.mark.parametrize(
+    ("title", "slug"),
+    [
+        ("Solving for $M$", "solving-for-"),
+        ("$M_k$ is a rotation", "-is-a-rotation"),
+        ("Which way does it turn?", "which-way-does-it-turn"),
+        ("`posenc` against transformers", "posenc-against-transformers"),
+    ],
+)
+def test_slugify_examples(title, slug):
+    assert summary.slugify(title) == slug
+
+
+# ----------------------------------------------------------------------------------------
+# Schemes, table, road
+# ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def results():
+    return {name: properties.check_all(s) for name, s in summary.all_schemes().items()}
+
+
+def test_all_schemes_cover_every_family_and_chapter(results):
+    assert list(results) == list(summary.SCHEME_INFO)
+    assert {family for _, family in summary.SCHEME_INFO.values()} == {
+        "absolute",
+        "relative",
+        "rotary",
+    }
+
+
+def test_scheme_table_agrees_with_the_properties_table(results):
+    ours = summary.scheme_table(results).splitlines()[1:]
+    theirs = properties.format_table(results).splitlines()[1:]
+    for mine, other, name in zip(ours, theirs, results, strict=True):
+        marks = re.findall(r"[✓✗]", mine)
+        assert marks == re.findall(r"[✓✗]", other)
+        assert mine.endswith(f"{marks.count('✓')} of 5")
+        assert mine.startswith(name)
+
+
+@pytest.mark.parametrize(
+    ("name", "passed"),
+    [("sinusoidal", 5), ("RoPE", 5), ("RoPE, Llama 3.2", 5), ("ALiBi", 5), ("T5", 0)],
+)
+def test_scheme_verdicts(results, name, passed):
+    assert sum(v.holds for v in results[name].values()) == passed
+
+
+def test_llama32_rope_scheme_turns_with_llama_frequencies():
+    import torch
+
+    from posenc.rope import llama3_inv_freq, rope_inv_freq
+
+    scheme = summary.llama32_rope_scheme()
+    table = scheme(torch.arange(5), 16, 5)  # [T, D] float64
+    theta = llama3_inv_freq(rope_inv_freq(16, 500000.0)).double()
+    angles = torch.atan2(table[:, 1::2], table[:, 0::2])  # [T, D/2]
+    expected = torch.remainder(
+        torch.arange(5.0, dtype=torch.float64)[:, None] * theta, 2 * torch.pi
+    )
+    wrapped = torch.remainder(angles, 2 * torch.pi)
+    assert torch.allclose(wrapped, expected, atol=1e-6)
+    assert torch.allclose(table.norm(dim=-1), torch.ones(5, dtype=torch.float64))
+
+
+def test_road_visits_the_chapters_in_order_and_names_real_schemes():
+    chapters = [station.chapter for station in summary.ROAD]
+    assert chapters == sorted(chapters)
+    assert set(range(1, 13)) <= set(chapters)
+    names = {name for station in summary.ROAD for name in station.schemes}
+    assert names == set(summary.SCHEME_INFO)
+
+
+def test_road_map_draws_one_square_per_verdict(results):
+    fig = summary.road_map_figure(results)
+    try:
+        squares = [p for p in fig.axes[0].patches if p.get_width() < 0.1]
+        verdicts = sum(len(s.schemes) for s in summary.ROAD) * 5
+        assert len(squares) == verdicts
+    finally:
+        plt.close(fig)
+
+
+# ----------------------------------------------------------------------------------------
+# Bad input
+# ----------------------------------------------------------------------------------------
+
+
+def test_bad_input_raises_clear_errors(results):
+    with pytest.raises(TypeError, match="claim must be a Claim"):
+        summary.check_claim("msb-cycle")
+    with pytest.raises(ValueError, match="max_distance must be at least 1"):
+        summary.all_schemes(0)
+    with pytest.raises(ValueError, match="must not be empty"):
+        summary.scheme_table({})
+    with pytest.raises(ValueError, match="no chapter in SCHEME_INFO"):
+        summary.scheme_table({"mystery": results["binary"]})
+    with pytest.raises(ValueError, match="no verdicts for the schemes"):
+        summary.road_map_figure({})
+    with pytest.raises(ValueError, match="at least one station"):
+        summary.road_map_figure(results, [])
+    with pytest.raises(TypeError, match="Station objects"):
+        summary.road_map_figure(results, ["binary"])
+    with pytest.raises(ValueError, match="verdicts must be among"):
+        summary.format_findings({}, verdicts=["maybe"])
+    with pytest.raises(ValueError, match="unknown claims"):
+        summary.source_tally({"nope": summary.Finding(summary.HOLDS, "")})
+    with pytest.raises(ValueError, match="must not be empty"):
+        summary.format_source_tally({})
+    with pytest.raises(TypeError, match="title must be a str"):
+        summary.slugify(3)
+
+
+def test_a_check_that_misbehaves_is_caught():
+    def bad_verdict():
+        return summary.Finding("maybe", "")
+
+    def not_a_finding():
+        return "holds"
+
+    base = CLAIMS["binary-252"]
+    fields = {f: getattr(base, f) for f in base.__dataclass_fields__}
+    with pytest.raises(ValueError, match="returned verdict 'maybe'"):
+        summary.check_claim(summary.Claim(**{**fields, "check": bad_verdict}))
+    with pytest.raises(TypeError, match="returned str"):
+        summary.check_claim(summary.Claim(**{**fields, "check": not_a_finding}))
+    with pytest.raises(ValueError, match="unique"):
+        summary.check_claims([base, base])
+
+
+def test_appendix_needs_the_markers_and_real_sections(tmp_path):
+    page = tmp_path / "claims.md"
+    page.write_text("# Claims\n")
+    with pytest.raises(ValueError, match="must hold the markers"):
+        summary.update_claims_page(page)
+    base = CLAIMS["binary-252"]
+    fields = {f: getattr(base, f) for f in base.__dataclass_fields__}
+    with pytest.raises(ValueError, match="has no heading with anchor 'nowhere'"):
+        summary.claims_markdown([summary.Claim(**{**fields, "section": "nowhere"})])
+    with pytest.raises(ValueError, match="expected one notebook for chapter 99"):
+        summary.claims_markdown([summary.Claim(**{**fields, "chapter": 99})])
