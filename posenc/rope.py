@@ -27,6 +27,7 @@ import torch
 from posenc._validate import (
     check_even_dim,
     check_int,
+    check_option,
     check_positions,
     check_positive_float,
     check_tensor,
@@ -36,6 +37,7 @@ from posenc.rotation import block_diagonal, rotation_matrix
 __all__ = [
     "LAYOUTS",
     "apply_rope",
+    "apply_rope_",
     "apply_rope_nd",
     "layout_permutation",
     "llama3_inv_freq",
@@ -151,6 +153,16 @@ def apply_rope(
 ) -> torch.Tensor:
     """Rotate every pair of features of ``x`` by ``position * theta_i``.
 
+    Runs the fastest correct kernel for x's device and dtype (:mod:`posenc.fast_rope`),
+    with ``cos``/``sin`` tables cached between calls. On a CPU: a one-pass loop in C for
+    float32 and float64 when a C compiler is available (:mod:`posenc.cpu_kernel`), else one
+    complex multiplication (interleaved) or cache-sized blocks of tensor operations (the
+    half layout, bfloat16, float16); on CUDA a Triton kernel when Triton is installed.
+    Every path computes ``(x1 cos - x2 sin, x1 sin + x2 cos)`` in the angle dtype and
+    rounds to x's dtype at the end; inputs of up to 32,768 elements, and the C loop, give
+    exactly the elementwise arithmetic; the others may differ from it by one unit in the
+    last place (see :mod:`posenc.fast_rope`).
+
     Args:
         x: head vectors ``[..., T, D]`` (D even), any floating dtype.
         positions: integer positions: ``[T]`` (default ``0 .. T-1``) or any integer shape
@@ -176,13 +188,45 @@ def apply_rope(
         >>> torch.allclose(score(3, 10), score(103, 110))  # only n - m matters
         True
     """
-    x, p = _check_rope_input(x, positions)
-    _check_layout(layout)
-    dim = x.shape[-1]
-    inv_freq = rope_inv_freq(dim, base) if inv_freq is None else _check_inv_freq(inv_freq, dim)
-    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    angles = _angles(p, inv_freq, dtype)  # [..., T, D/2]
-    return _rotate(x.to(dtype), angles.cos(), angles.sin(), layout).to(x.dtype)
+    from posenc import fast_rope  # imported here: fast_rope builds on this module
+
+    return fast_rope._fastest(fast_rope._Args(x, positions, base, inv_freq, layout))
+
+
+def apply_rope_(
+    x: torch.Tensor,
+    positions=None,
+    *,
+    base: float = 10000.0,
+    inv_freq: torch.Tensor | None = None,
+    layout: str = "interleaved",
+) -> torch.Tensor:
+    """In-place :func:`apply_rope`: rotate the pairs of ``x`` where they are and return ``x``.
+
+    Same arguments, angles and rounding as :func:`apply_rope`; no memory is allocated for
+    the result, so it costs one read and one write of ``x``.
+
+    Args:
+        x: head vectors ``[..., T, D]``, overwritten.
+        positions, base, inv_freq, layout: as for :func:`apply_rope`; positions must not
+            broadcast ``x`` to a larger shape.
+
+    Returns:
+        ``x``, rotated.
+
+    Raises:
+        TypeError, ValueError: as :func:`apply_rope`, and ValueError when the positions
+            would broadcast ``x`` to a larger shape.
+
+    Example:
+        >>> x = torch.randn(2, 5, 8)
+        >>> expected = apply_rope(x, layout="half")
+        >>> apply_rope_(x, layout="half") is x, torch.equal(x, expected)
+        (True, True)
+    """
+    from posenc import fast_rope  # imported here: fast_rope builds on this module
+
+    return fast_rope.rope_inplace_(x, positions, base=base, inv_freq=inv_freq, layout=layout)
 
 
 def rope_matrix(
@@ -288,8 +332,10 @@ def permute_qk_rows(weight: torch.Tensor, num_heads: int, *, to: str = "half") -
     """
     check_tensor("weight", weight, min_dim=1)
     check_int("num_heads", num_heads, minimum=1)
-    _check_layout(to)
+    check_option("to", to, LAYOUTS)
     rows = weight.shape[0]
+    if weight.numel() == 0:
+        raise ValueError(f"weight must not be empty, got shape {tuple(weight.shape)}")
     if rows % num_heads or (rows // num_heads) % 2:
         raise ValueError(
             f"weight rows must split into num_heads={num_heads} heads of even size, got {rows} rows"

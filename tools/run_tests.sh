@@ -3,4 +3,5 @@
 set -euo pipefail
 . "$(dirname "$0")/venv.sh"
 python -m pip install --quiet -e ".[test]"
-python -m pytest --nbval "$@"
+# one worker per core; a file's tests (a chapter's cells) stay together, in order
+python -m pytest --nbval -n auto --dist loadfile "$@"

@@ -1,0 +1,225 @@
+"""The benchmark: the quick command runs end to end, and its bookkeeping is right.
+
+No timing is asserted: the numbers depend on the machine. What is checked is that every
+implementation ran and agreed with the reference, and that the derived columns follow from
+the measured times.
+"""
+
+import contextlib
+import dataclasses
+import io
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pytest
+
+from posenc import bench
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_quick_command_writes_results_and_plot(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "posenc.bench", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "implementation" in proc.stdout and "rope_bench.json" in proc.stdout
+    result = json.loads((tmp_path / "rope_bench.json").read_text())
+    assert (tmp_path / "rope_bench.png").read_bytes()[:4] == b"\x89PNG"
+    config = bench.quick_config()
+    assert result["config"]["lengths"] == list(config.lengths)
+    assert result["machine"]["cpu_count"] >= 1 and "allocator" in result["machine"]
+    rows = result["rows"]
+    per_point = len(bench.BOUNDS) + 1 + len(config.layouts) * len(config.implementations)
+    points = len(config.lengths) * len(config.dims) * len(config.dtypes)
+    assert len(rows) == points * per_point
+    for row in rows:
+        assert row["ok"], row  # every result agreed with the reference
+        timed = row["ms"] is not None
+        assert timed or row["note"], row  # a row without a time says why
+        if row["implementation"] in ("apply_rope", "apply_rope_", "cached", "clone", "copy_"):
+            assert timed and row["rounds"] >= config.min_repeats
+    for row in (r for r in rows if r["ms"] is not None):
+        length, dim = row["length"], row["dim"]
+        itemsize = 4 if row["dtype"] == "float32" else 2
+        assert row["bytes"] == 2 * 2 * row["batch"] * row["heads"] * length * dim * itemsize
+        assert math.isclose(row["gbps"], row["bytes"] / row["ms"] / 1e6, rel_tol=1e-9)
+    for name, field in (("clone", "alloc_ratio"), ("copy_", "traffic_ratio")):
+        assert all(r[field] == 1.0 for r in rows if r["implementation"] == name)
+    assert all(
+        r["speedup_vs_transformers"] == 1.0 for r in rows if r["implementation"] == "transformers"
+    )
+
+
+def test_default_grid_is_the_issue_grid():
+    config = bench.default_config()
+    assert config.lengths[0] == 128 and config.lengths[-1] == 16384
+    assert config.dims == (64, 128) and config.dtypes == ("float32", "bfloat16")
+    b, h, t, d = bench.TARGET_SHAPE
+    assert (config.batch, config.heads) == (b, h) and t in config.lengths and d in config.dims
+    assert "float16" in bench.default_config("cuda").dtypes
+    assert set(bench.IMPLEMENTATIONS) >= {"dense", "compiled", "triton", "apply_rope_"}
+
+
+def _row(name, ms, layout="half", **extra):
+    b, h, t, d = bench.TARGET_SHAPE
+    row = {
+        "device": "cpu",
+        "dtype": "float32",
+        "batch": b,
+        "heads": h,
+        "length": t,
+        "dim": d,
+        "layout": layout,
+        "implementation": name,
+        "ms": ms,
+        "bytes": 1000,
+        "gbps": None,
+        "alloc_ratio": None,
+        "traffic_ratio": None,
+        "speedup_vs_transformers": None,
+        "ok": True,
+        "note": "",
+    }
+    row.update(extra)
+    return row
+
+
+def test_target_report_compares_with_the_goals():
+    rows = [
+        _row("apply_rope", 25.0, alloc_ratio=0.9, speedup_vs_transformers=3.5),
+        _row("apply_rope", 30.0, "interleaved", alloc_ratio=0.7, speedup_vs_transformers=2.9),
+        _row("apply_rope_", 8.0, traffic_ratio=0.61),
+        _row("apply_rope_", None, "interleaved", note="skipped"),
+        _row("apply_rope", 1.0, length=128, alloc_ratio=0.1),  # not the target shape
+    ]
+    checks = bench.target_report({"rows": rows})
+    verdicts = {(c["check"].split(":")[0], c["layout"], c["goal"]): c["met"] for c in checks}
+    assert verdicts == {
+        ("apply_rope", "half", 0.85): True,
+        ("apply_rope", "interleaved", 0.85): False,
+        ("apply_rope", "half", 3.0): True,
+        ("apply_rope", "interleaved", 3.0): False,
+        ("apply_rope_", "half", 0.6): True,
+        ("apply_rope_", "interleaved", 0.6): False,
+    }
+    text = bench.format_targets(checks)
+    assert text.count("MISSED") == 3 and text.count(" met") == 3
+
+
+def test_target_report_prefers_the_focused_measurement():
+    grid = _row("apply_rope_", 8.0, traffic_ratio=0.3, group="grid")
+    focused = _row("apply_rope_", 5.0, traffic_ratio=0.9, group="targets")
+    checks = bench.target_report({"rows": [grid, focused]})
+    assert [(c["value"], c["met"]) for c in checks] == [(0.9, True)]
+    assert [c["value"] for c in bench.target_report({"rows": [grid]})] == [0.3]
+
+
+def test_format_table_shows_skipped_rows_and_wrong_results():
+    rows = [_row("dense", None, note="skipped: too slow"), _row("complex", 2.0, ok=False)]
+    table = bench.format_table({"rows": rows}).splitlines()
+    assert len(table) == 3
+    assert table[1].split()[5] == "-" and table[1].endswith("skipped: too slow")
+    assert table[2].endswith("WRONG RESULT")
+    assert len(bench.format_table({"rows": rows}, implementation="dense").splitlines()) == 2
+
+
+def test_rows_where_rejects_unknown_fields():
+    with pytest.raises(KeyError, match="no field 'colour'"):
+        bench.rows_where({"rows": [_row("clone", 1.0)]}, colour="red")
+
+
+def test_time_rounds_counts_calls():
+    calls = {"a": 0, "b": 0}
+
+    def bump(name):
+        calls[name] += 1
+
+    times = bench.time_rounds(
+        {"a": lambda: bump("a"), "b": lambda: bump("b")}, warmup=2, repeats=5, min_repeats=2
+    )
+    assert [len(v) for v in times.values()] == [5, 5] and calls == {"a": 7, "b": 7}
+    short = bench.time_rounds({"a": lambda: None}, warmup=0, repeats=50, min_repeats=3, seconds=0)
+    assert len(short["a"]) == 3  # stops as soon as the minimum is done and the time is up
+    assert all(t >= 0 for t in short["a"])
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"lengths": ()}, "lengths must be"),
+        ({"lengths": (0,)}, "lengths must be"),
+        ({"dims": (63,)}, "even"),
+        ({"dtypes": ("float8",)}, "dtypes must be"),
+        ({"layouts": ("rows",)}, "layouts must be"),
+        ({"implementations": ("magic",)}, "implementations must be"),
+        ({"device": "tpu"}, "device must be"),
+        ({"repeats": 2, "min_repeats": 3}, "min_repeats must not exceed"),
+        ({"seconds_per_point": 0.0}, "positive"),
+        ({"heads": 0}, "heads must be at least 1"),
+        ({"target_rounds": -1}, "target_rounds must be at least 0"),
+    ],
+)
+def test_bad_config_gets_a_clear_error(change, match):
+    with pytest.raises(ValueError, match=match):
+        dataclasses.replace(bench.quick_config(), **change)
+
+
+def test_run_rejects_other_configs_and_figure_needs_rows():
+    with pytest.raises(TypeError, match="Config"):
+        bench.run({"lengths": (8,)})
+    with pytest.raises(ValueError, match="no rows"):
+        bench.figure({"rows": [_row("clone", 1.0, layout="-")]}, dtype="bfloat16")
+    with pytest.raises(ValueError, match="unknown implementation"):
+        bench._implementation("magic", "half")
+
+
+def test_main_in_process_with_a_tiny_grid(tmp_path):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = bench.main(
+            [
+                "--lengths",
+                "64",
+                "--dims",
+                "64",
+                "--heads",
+                "1",
+                "--dtypes",
+                "float32",
+                "--implementations",
+                "apply_rope",
+                "apply_rope_",
+                "dense",
+                "--repeats",
+                "1",
+                "--keep-allocator",
+                "--no-compile",
+                "--target-rounds",
+                "0",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+    plt.close("all")
+    assert status == 0
+    result = json.loads((tmp_path / "rope_bench.json").read_text())
+    assert {r["implementation"] for r in result["rows"]} == {
+        "clone",
+        "copy_",
+        "transformers",
+        "apply_rope",
+        "apply_rope_",
+        "dense",
+    }
+    assert result["machine"]["allocator"] == "unchanged"
+    assert result["targets"] == []  # H = 1 is not the target shape

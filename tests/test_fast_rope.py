@@ -1,0 +1,437 @@
+"""Fast RoPE: every implementation against the reference, exactness where promised, bad input.
+
+The reference is the elementwise form (``rope_elementwise``: the arithmetic ``apply_rope``
+has always done), itself checked against a plain per-pair loop in float64.
+"""
+
+import importlib.util
+import os
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import posenc.rope as rope
+from posenc import fast_rope as fr
+
+LAYOUTS = rope.LAYOUTS
+DTYPES = [torch.float32, torch.bfloat16]
+# agreement with the reference: a few units in the last place of the result's dtype
+TOL = {
+    torch.float32: {"rtol": 2e-6, "atol": 2e-6},
+    torch.bfloat16: {"rtol": 1.6e-2, "atol": 1.6e-2},
+    torch.float16: {"rtol": 2e-3, "atol": 2e-3},
+    torch.float64: {"rtol": 1e-12, "atol": 1e-12},
+}
+
+
+def naive_rope(x, positions, base=10000.0, layout="interleaved"):
+    """A loop over pairs, the angles from Python floats: float64 ``[..., T, D]``."""
+    out = x.double().clone()
+    dim = x.shape[-1]
+    half = dim // 2
+    pos = torch.as_tensor(positions, dtype=torch.float64)
+    for i in range(half):
+        a, b = (2 * i, 2 * i + 1) if layout == "interleaved" else (i, i + half)
+        angle = pos * base ** (-2 * i / dim)
+        c, s = torch.cos(angle), torch.sin(angle)
+        x1, x2 = x[..., a].double(), x[..., b].double()
+        out[..., a] = x1 * c - x2 * s
+        out[..., b] = x1 * s + x2 * c
+    return out
+
+
+def _contiguous(shape, dtype):
+    gen = torch.Generator().manual_seed(sum(shape))
+    return torch.randn(shape, generator=gen).to(dtype)
+
+
+def _transposed(shape, dtype):
+    """``[B, T, H, D]`` memory seen as ``[B, H, T, D]``: leading dims that do not merge."""
+    b, h, t, d = shape
+    return _contiguous((b, t, h, d), dtype).transpose(1, 2)
+
+
+def _row_slice(shape, dtype):
+    """Rows of ``D`` taken from wider rows: last stride 1, row stride ``D + 4``."""
+    *lead, d = shape
+    return _contiguous((*lead, d + 4), dtype)[..., 2 : 2 + d]
+
+
+def _strided_features(shape, dtype):
+    """Every other feature of a wider tensor: last stride 2 (no complex view)."""
+    *lead, d = shape
+    return _contiguous((*lead, 2 * d), dtype)[..., ::2]
+
+
+MAKERS = {
+    "contiguous": _contiguous,
+    "transposed": _transposed,
+    "row_slice": _row_slice,
+    "strided": _strided_features,
+}
+SHAPES = [(1, 1, 1, 8), (2, 3, 5, 16), (1, 4, 33, 64)]
+
+
+def _inplace(x, positions=None, **kw):
+    y = x.clone()
+    out = fr.rope_inplace_(y, positions, **kw)
+    assert out is y
+    return y
+
+
+def _qk_first(x, positions=None, **kw):
+    return fr.rope_qk(x, x.flip(1), positions, **kw)[0]
+
+
+def _qk_second(x, positions=None, **kw):
+    return fr.rope_qk(x.flip(1), x, positions, **kw)[1]
+
+
+def _qk_inplace(x, positions=None, **kw):
+    q, k = x.clone(), x.clone()
+    fr.rope_qk(q, k, positions, inplace=True, **kw)
+    assert torch.equal(q, k)
+    return k
+
+
+IMPLS = {
+    "dense": fr.rope_dense,
+    "elementwise": fr.rope_elementwise,
+    "rotate_half": fr.rope_rotate_half,
+    "complex": fr.rope_complex,
+    "cached": fr.rope_cached,
+    "blocked": fr.rope_blocked,
+    "blocked_tiny_blocks": lambda x, p=None, **kw: fr.rope_blocked(x, p, block_elements=8, **kw),
+    "apply_rope": rope.apply_rope,
+    "apply_rope_": lambda x, p=None, **kw: rope.apply_rope_(x.clone(), p, **kw),
+    "rope_inplace_": _inplace,
+    "rope_qk_q": _qk_first,
+    "rope_qk_k": _qk_second,
+    "rope_qk_inplace": _qk_inplace,
+}
+
+
+def test_reference_is_the_naive_loop():
+    x = torch.randn(2, 3, 7, 12, dtype=torch.float64)
+    positions = [0, 1, -5, 17, 4096, 100000, 3]
+    for layout in LAYOUTS:
+        got = fr.rope_elementwise(x, positions, base=500.0, layout=layout)
+        want = naive_rope(x, positions, base=500.0, layout=layout)
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", list(IMPLS))
+@pytest.mark.parametrize("maker", list(MAKERS))
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_implementation_matches_reference(name, maker, shape, dtype, layout):
+    x = MAKERS[maker](shape, dtype)
+    x_before = x.clone()
+    positions = torch.arange(shape[-2]) * 37 - 11  # negative ones too
+    got = IMPLS[name](x, positions, layout=layout)
+    want = fr.rope_elementwise(x, positions, layout=layout)
+    assert got.shape == x.shape and got.dtype == x.dtype and got.device == x.device
+    torch.testing.assert_close(got, want, **TOL[dtype])
+    assert torch.equal(x, x_before), "an out-of-place implementation changed its input"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_default_path_is_bit_identical_for_small_inputs(dtype, layout):
+    # inputs below the small-input threshold take the reference arithmetic itself
+    x = torch.randn(3, 5, 10, dtype=torch.float64).to(dtype)
+    want = fr.rope_elementwise(x, layout=layout)
+    assert torch.equal(rope.apply_rope(x, layout=layout), want)
+    assert torch.equal(rope.apply_rope_(x.clone(), layout=layout), want)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lead=st.lists(st.integers(1, 4), min_size=0, max_size=2),
+    length=st.integers(1, 40),
+    pairs=st.integers(1, 24),
+    budget=st.integers(1, 3000),
+    layout=st.sampled_from(LAYOUTS),
+    dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16, torch.float16]),
+    transpose=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_blocks_of_any_size_give_the_same_result(
+    lead, length, pairs, budget, layout, dtype, transpose, seed
+):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(*lead, length, 2 * pairs, generator=gen, dtype=torch.float64).to(dtype)
+    if transpose and x.dim() >= 3:
+        x = x.transpose(0, -2).contiguous().transpose(0, -2)  # same values, other strides
+    positions = torch.randint(-5000, 5000, (length,), generator=gen)
+    want = fr.rope_elementwise(x, positions, layout=layout)
+    got = fr.rope_blocked(x, positions, layout=layout, block_elements=budget)
+    y = x.clone()
+    fr._rotate_into(y, y, fr._tables(fr._Args(y, positions, 1e4, None, layout)), layout, budget)
+    if layout == "half":
+        # the four-step kernel rounds each product once, as the reference does
+        assert torch.equal(got, want) and torch.equal(y, want)
+    else:
+        torch.testing.assert_close(got, want, **TOL[dtype])
+        torch.testing.assert_close(y, want, **TOL[dtype])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_large_input_takes_the_fast_path_and_agrees(layout):
+    x = torch.randn(2, 8, 300, 64)  # above the small-input threshold
+    want = fr.rope_elementwise(x, layout=layout)
+    got = rope.apply_rope(x, layout=layout)
+    torch.testing.assert_close(got, want, rtol=0, atol=4 * torch.finfo(torch.float32).eps * 8)
+    y = x.clone()
+    ptr = y.data_ptr()
+    assert rope.apply_rope_(y, layout=layout) is y and y.data_ptr() == ptr
+    torch.testing.assert_close(y, want, rtol=0, atol=4 * torch.finfo(torch.float32).eps * 8)
+
+
+@pytest.mark.parametrize("name", ["apply_rope", "blocked", "cached", "complex", "dense"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_positions_with_leading_dims_broadcast_like_the_reference(name, layout):
+    x = torch.randn(2, 3, 4, 8)
+    positions = torch.tensor([[0, 5, 9, 2], [7, 7, 1, -3]])[:, None, :]  # [B, 1, T]
+    got = IMPLS[name](x, positions, layout=layout)
+    torch.testing.assert_close(got, fr.rope_elementwise(x, positions, layout=layout))
+    for b in range(2):
+        torch.testing.assert_close(
+            got[b], fr.rope_elementwise(x[b], positions[b, 0], layout=layout)
+        )
+    # positions that make the result larger than x: out of place as the reference, not in place
+    wide = torch.arange(8).view(2, 4)
+    small = torch.randn(4, 8)
+    assert rope.apply_rope(small, wide).shape == (2, 4, 8)
+    with pytest.raises(ValueError, match="in-place rotation must keep x's shape"):
+        rope.apply_rope_(small, wide)
+
+
+def test_tables_are_cached_by_positions_frequencies_and_dtype():
+    fr.cache_clear()
+    x = torch.randn(2, 6, 8)
+    fr.rope_cached(x)
+    fr.rope_cached(x)
+    assert fr.cache_info()["hits"] == 1 and fr.cache_info()["misses"] == 1
+    # other positions, other frequencies (same shape), another angle dtype: new tables
+    slow = rope.rope_inv_freq(8, 10.0)
+    for call in (
+        lambda: fr.rope_cached(x, [1, 2, 3, 4, 5, 6]),
+        lambda: fr.rope_cached(x, inv_freq=slow),
+        lambda: fr.rope_cached(x.double()),
+    ):
+        call()
+    assert fr.cache_info()["misses"] == 4
+    torch.testing.assert_close(
+        fr.rope_cached(x, inv_freq=slow), fr.rope_elementwise(x, inv_freq=slow)
+    )
+    torch.testing.assert_close(
+        fr.rope_cached(x, [1, 2, 3, 4, 5, 6]), fr.rope_elementwise(x, [1, 2, 3, 4, 5, 6])
+    )
+    for t in range(1, 40):  # the cache holds a bounded number of tables
+        fr.rope_cached(torch.randn(t, 8))
+    assert fr.cache_info()["size"] == fr.cache_info()["maxsize"]
+
+
+@pytest.mark.parametrize("name", ["apply_rope", "blocked", "cached", "complex", "rotate_half"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_gradient_is_the_inverse_rotation(name, layout):
+    x = torch.randn(3, 5, 8, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(3, 5, 8, dtype=torch.float64)
+    positions = torch.tensor([0, 3, -2, 11, 100])
+    (IMPLS[name](x, positions, layout=layout) * w).sum().backward()
+    # R^T w = R(-p) w
+    torch.testing.assert_close(x.grad, fr.rope_elementwise(w, -positions, layout=layout))
+
+
+def test_in_place_records_autograd_on_a_non_leaf():
+    x = torch.randn(4, 8, dtype=torch.float64, requires_grad=True)
+    y = x * 1.0
+    rope.apply_rope_(y, [1, 2, 3, 4])
+    y.sum().backward()
+    torch.testing.assert_close(
+        x.grad, fr.rope_elementwise(torch.ones(4, 8, dtype=torch.float64), [-1, -2, -3, -4])
+    )
+    leaf = torch.randn(4, 8, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf"):
+        rope.apply_rope_(leaf)
+
+
+def test_empty_leading_dims():
+    x = torch.randn(0, 3, 8)
+    for name in ("apply_rope", "blocked", "rope_inplace_"):
+        assert IMPLS[name](x).shape == (0, 3, 8)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("position", [0, 1, -7, 1000])
+def test_dense_matrices_are_rope_matrix(layout, position):
+    cos, sin = fr.rope_tables([position], 10, base=321.0, dtype=torch.float64)
+    mats = fr.dense_matrices(cos, sin, layout)
+    torch.testing.assert_close(mats[0], rope.rope_matrix(position, 10, base=321.0, layout=layout))
+
+
+def test_rope_tables_match_the_contract():
+    positions = torch.tensor([[0, 1, 2], [5, 6, 70000]])
+    cos, sin = fr.rope_tables(positions, 6, base=100.0)
+    assert cos.shape == (2, 3, 3) and cos.dtype == torch.float32
+    # the contract: positions and frequencies cast to float32, then multiplied
+    angles = positions.float()[..., None] * rope.rope_inv_freq(6, 100.0).float()
+    assert torch.equal(cos, angles.cos()) and torch.equal(sin, angles.sin())
+    exact = positions.double()[..., None] * rope.rope_inv_freq(6, 100.0)
+    torch.testing.assert_close(cos.double(), exact.cos(), atol=1e-2, rtol=0)  # float32 angles
+    assert torch.equal(fr.rope_tables(range(3), 6, base=100.0)[1], sin[0])
+
+
+def test_rope_qk_with_fewer_key_heads():
+    q, k = torch.randn(2, 8, 5, 16), torch.randn(2, 2, 5, 16)
+    rq, rk = fr.rope_qk(q, k, [3, 4, 5, 6, 7], layout="half")
+    torch.testing.assert_close(rq, fr.rope_elementwise(q, [3, 4, 5, 6, 7], layout="half"))
+    torch.testing.assert_close(rk, fr.rope_elementwise(k, [3, 4, 5, 6, 7], layout="half"))
+
+
+def test_scores_depend_on_the_offset_only_with_the_fast_path():
+    q, k = torch.randn(2, 1, 300, 64, dtype=torch.float64)  # large enough for the fast path
+    base = torch.arange(300)
+
+    def scores(shift):
+        rq, rk = fr.rope_qk(q, k, base + shift)
+        return rq @ rk.mT
+
+    torch.testing.assert_close(scores(0), scores(12345))
+
+
+# --- bad input --------------------------------------------------------------------------------
+
+PUBLIC = {
+    "dense": fr.rope_dense,
+    "elementwise": fr.rope_elementwise,
+    "rotate_half": fr.rope_rotate_half,
+    "complex": fr.rope_complex,
+    "cached": fr.rope_cached,
+    "blocked": fr.rope_blocked,
+    "c": fr.rope_c,
+    "compiled": fr.rope_compiled,
+    "triton": fr.rope_triton,
+    "rope_inplace_": fr.rope_inplace_,
+    "apply_rope_": rope.apply_rope_,
+}
+
+
+@pytest.mark.parametrize("name", list(PUBLIC))
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "match"),
+    [
+        ((torch.zeros(3, 7),), {}, ValueError, "even and positive, got D=7"),
+        ((torch.zeros(3, 4), [0, 1]), {}, ValueError, "T=3"),
+        ((torch.zeros(3, 4), [0.0, 1.0, 2.0]), {}, TypeError, "integers"),
+        ((torch.zeros(3, 4),), {"layout": "rotate_half"}, ValueError, "layout must be one of"),
+        ((torch.zeros(3, 4),), {"base": -1.0}, ValueError, "base must be positive"),
+        ((torch.zeros(3, 4),), {"inv_freq": torch.ones(3)}, ValueError, r"\[D/2\] = \[2\]"),
+        ((torch.zeros(3, 4, dtype=torch.long),), {}, TypeError, "floating dtype"),
+        (([[0.0, 1.0]],), {}, TypeError, "torch.Tensor"),
+    ],
+)
+def test_bad_input_gets_the_errors_of_apply_rope(name, args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        PUBLIC[name](*args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: fr.rope_blocked(torch.zeros(2, 4), block_elements=0), ValueError, "at least 1"),
+        (lambda: fr.rope_blocked(torch.zeros(2, 4), block_elements=2.0), TypeError, "an int"),
+        (lambda: fr.rope_dense(torch.zeros(2, 4), block=0), ValueError, "block must be"),
+        (lambda: fr.rope_qk(torch.zeros(2, 4), torch.zeros(3, 4)), ValueError, "last two"),
+        (lambda: fr.rope_qk(torch.zeros(2, 4), torch.zeros(3, 4), [0, 1]), ValueError, "T=3"),
+        (lambda: fr.rope_qk(torch.zeros(1, 2, 4), torch.zeros(1, 2, 6)), ValueError, "last two"),
+        (
+            lambda: fr.rope_qk(torch.zeros(2, 4), torch.zeros(2, 4, dtype=torch.float64)),
+            ValueError,
+            "share dtype",
+        ),
+        (
+            lambda: fr.rope_qk(torch.zeros(2, 4), torch.zeros(2, 4), inplace=1),
+            TypeError,
+            "True or False",
+        ),
+        (lambda: fr.rope_tables([0, 1], 5), ValueError, "even"),
+        (lambda: fr.rope_tables([0.5], 4), TypeError, "integers"),
+        (lambda: fr.rope_tables([0], 4, dtype=torch.float16), TypeError, "float32"),
+        (lambda: fr.dense_matrices(torch.ones(2), torch.ones(3), "half"), ValueError, "one shape"),
+        (lambda: fr.dense_matrices(torch.ones(2), torch.ones(2), "pairs"), ValueError, "layout"),
+        (lambda: fr.triton_available("tpu"), ValueError, "'cuda' or 'cpu'"),
+    ],
+)
+def test_bad_arguments_of_the_fast_forms(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+# --- torch.compile and Triton -------------------------------------------------------------------
+
+
+def test_compile_availability_is_reported():
+    assert isinstance(fr.compile_available(), bool)
+
+
+@pytest.mark.skipif(
+    os.environ.get("POSENC_TEST_COMPILE") != "1",
+    reason="torch.compile takes about 20 s on a cold 2-core CPU; set POSENC_TEST_COMPILE=1",
+)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_compiled_matches_reference(dtype):
+    if not fr.compile_available():
+        pytest.skip("torch.compile is not available here")
+    for layout in LAYOUTS:
+        for x in (_contiguous((1, 2, 9, 16), dtype), _transposed((2, 3, 5, 8), dtype)):
+            got = fr.rope_compiled(x, torch.arange(x.shape[-2]) - 3, layout=layout)
+            want = fr.rope_elementwise(x, torch.arange(x.shape[-2]) - 3, layout=layout)
+            torch.testing.assert_close(got, want, **TOL[dtype])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is not None, reason="Triton is installed")
+def test_triton_kernel_says_why_it_cannot_run():
+    assert fr.triton_available() is False and fr.triton_available("cpu") is False
+    with pytest.raises(RuntimeError, match="needs Triton and a CUDA tensor"):
+        fr.rope_triton(torch.randn(2, 4))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("maker", list(MAKERS))
+def test_triton_kernel_under_the_interpreter(layout, maker, monkeypatch):
+    pytest.importorskip(
+        "triton", reason="Triton is not installed (its CPU interpreter checks the kernel)"
+    )
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    fr._triton_kernel.cache_clear()
+    try:
+        x = MAKERS[maker]((2, 3, 5, 16), torch.float32)
+        positions = torch.arange(5) * 1000 - 7
+        want = fr.rope_elementwise(x, positions, layout=layout)
+        got = fr.rope_triton(x, positions, layout=layout)
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+        y = x.clone()
+        assert fr.rope_triton(y, positions, layout=layout, inplace=True) is y
+        torch.testing.assert_close(y, want, rtol=1e-6, atol=1e-6)
+    finally:
+        fr._triton_kernel.cache_clear()
+
+
+def test_registry_names_every_out_of_place_form():
+    assert set(fr.IMPLEMENTATIONS) == {
+        "dense",
+        "elementwise",
+        "rotate_half",
+        "complex",
+        "cached",
+        "blocked",
+        "c",
+        "compiled",
+        "triton",
+    }
+    assert all(callable(f) for f in fr.IMPLEMENTATIONS.values())
