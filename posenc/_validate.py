@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 
@@ -70,4 +72,143 @@ def check_tensor(name: str, x: object, *, min_dim: int) -> torch.Tensor:
         )
     if not x.is_floating_point():
         raise TypeError(f"{name} must have a floating dtype, got {x.dtype}")
+    if x.dtype not in _ARITHMETIC_FLOATS and not _holds_signed_values(x.dtype):
+        raise TypeError(
+            f"{name} must have a floating dtype that holds signed values one per element, "
+            f"got {x.dtype}"
+        )
     return x
+
+
+_ARITHMETIC_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _holds_signed_values(dtype: torch.dtype) -> bool:
+    """Whether a (float8, float4, ...) dtype stores one signed number per element.
+
+    Scale formats such as ``float8_e8m0fnu`` hold powers of two and no sign; packed formats
+    such as ``float4_e2m1fn_x2`` hold two numbers per element and cannot even be converted.
+    """
+    try:
+        return torch.tensor([-1.0]).to(dtype).to(torch.float32).item() == -1.0
+    except (RuntimeError, NotImplementedError, TypeError):
+        return False
+
+
+def _got(value: object) -> str:
+    return f"got {value!r} ({type(value).__name__})"
+
+
+def check_bool(name: str, value: object) -> bool:
+    """Return ``value`` if it is a bool (not a truthy stand-in such as ``"no"`` or ``1``)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, {_got(value)}")
+    return value
+
+
+def check_real(
+    name: str, value: object, *, minimum: float | None = None, positive: bool = False
+) -> float:
+    """Return ``value`` as a float if it is a finite real number (and within the bounds)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a real number, {_got(value)}")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{name} must be finite, got {name}={value}")
+    if positive and not value > 0:
+        raise ValueError(f"{name} must be positive, got {name}={value}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {name}={value}")
+    return float(value)
+
+
+def check_str(name: str, value: object) -> str:
+    """Return ``value`` if it is a str."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, {_got(value)}")
+    return value
+
+
+def check_option(name: str, value: object, options) -> str:
+    """Return ``value`` if it is one of ``options`` (strings)."""
+    if not isinstance(value, str) or value not in options:
+        raise ValueError(f"{name} must be one of {tuple(options)}, got {name}={value!r}")
+    return value
+
+
+def check_sequence(
+    name: str, value: object, *, min_length: int = 1, what: str = "a sequence (list or tuple)"
+) -> list:
+    """Return ``value`` as a list if it is a sequence (not a string) of ``min_length`` items."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise TypeError(f"{name} must be {what}, {_got(value)}")
+    if len(value) < min_length:
+        if len(value) == 0:
+            raise ValueError(f"{name} must not be empty (a non-empty sequence), got {value!r}")
+        raise ValueError(
+            f"{name} must have at least {min_length} entries, got {len(value)}: {value!r}"
+        )
+    return list(value)
+
+
+def check_int_sequence(
+    name: str,
+    value: object,
+    *,
+    minimum: int | None = None,
+    min_length: int = 1,
+    item: str | None = None,
+) -> list[int]:
+    """Return ``value`` as a list of ints (each at least ``minimum``).
+
+    Accepts a sequence of ints or a 1-D integer tensor. ``item`` names one entry in the
+    messages (``"offsets[0]: offset must be at least 1, got 0"``).
+    """
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
+            raise TypeError(f"{name} must hold integers, got a tensor of dtype {value.dtype}")
+        if value.dim() != 1:
+            raise ValueError(f"{name} must be 1-D, got shape {tuple(value.shape)}")
+        value = value.tolist()
+    items = check_sequence(name, value, min_length=min_length, what="a sequence of ints")
+    for i, v in enumerate(items):
+        where = f"{name}[{i}]: {item}" if item else f"{name}[{i}]"
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"{where} must be an int, {_got(v)}")
+        if minimum is not None and v < minimum:
+            raise ValueError(f"{where} must be at least {minimum}, got {v}")
+    return items
+
+
+def check_str_sequence(name: str, value: object, *, min_length: int = 1) -> list[str]:
+    """Return ``value`` as a list of strings."""
+    items = check_sequence(name, value, min_length=min_length, what="a sequence of strings")
+    for i, v in enumerate(items):
+        if not isinstance(v, str):
+            raise TypeError(f"{name}[{i}] must be a str, {_got(v)}")
+    return items
+
+
+def check_dict(name: str, value: object, *, min_length: int = 1) -> dict:
+    """Return ``value`` if it is a dict with at least ``min_length`` entries."""
+    if not isinstance(value, dict):
+        raise TypeError(f"{name} must be a dict, {_got(value)}")
+    if len(value) < min_length:
+        raise ValueError(f"{name} must have at least {min_length} entries, got {value!r}")
+    return value
+
+
+def check_callable(name: str, value: object):
+    """Return ``value`` if it can be called."""
+    if not callable(value):
+        raise TypeError(f"{name} must be callable, {_got(value)}")
+    return value
+
+
+def check_float_dtype(name: str, value: object, allowed=None) -> torch.dtype:
+    """Return ``value`` if it is a floating torch dtype (one of ``allowed`` when given)."""
+    if not isinstance(value, torch.dtype):
+        raise TypeError(f"{name} must be a torch.dtype, {_got(value)}")
+    if not value.is_floating_point or (allowed is not None and value not in allowed):
+        rule = f"one of {tuple(allowed)}" if allowed is not None else "a floating dtype"
+        raise ValueError(f"{name} must be {rule}, got {name}={value}")
+    return value

@@ -22,7 +22,7 @@ from matplotlib.animation import FuncAnimation
 from matplotlib.lines import Line2D
 
 from posenc import plots
-from posenc._validate import check_int, check_positions
+from posenc._validate import check_int, check_positions, check_sequence, check_str
 from posenc.bits import step_lengths, to_bitstring
 from posenc.encodings import binary_encoding, integer_encoding
 
@@ -77,7 +77,10 @@ def integer_encoding_animation(
         3
     """
     e = _check_embedding(embedding)
-    p = check_positions("positions", list(positions))
+    check_str("token", token)
+    if not isinstance(positions, torch.Tensor):
+        positions = check_sequence("positions", positions)
+    p = check_positions("positions", positions)
     _check_frames(p.numel())
     check_int("num_features", num_features, minimum=1)
     if num_features > min(e.numel(), 12):
@@ -155,6 +158,7 @@ def binary_encoding_animation(
         6
     """
     e = _check_embedding(embedding)
+    check_str("token", token)
     check_int("num_bits", num_bits, minimum=1)
     if num_bits > 12 or num_bits > e.numel():
         raise ValueError(
@@ -366,8 +370,10 @@ def _check_embedding(embedding: object) -> torch.Tensor:
         raise TypeError(f"embedding must be a torch.Tensor, got {type(embedding).__name__}")
     if not embedding.is_floating_point():
         raise TypeError(f"embedding must have a floating dtype, got {embedding.dtype}")
-    if embedding.dim() != 1:
-        raise ValueError(f"embedding must be 1-D [E], got shape {tuple(embedding.shape)}")
+    if embedding.dim() != 1 or embedding.numel() == 0:
+        raise ValueError(
+            f"embedding must be 1-D and non-empty [E], got shape {tuple(embedding.shape)}"
+        )
     return embedding.detach().float().cpu()
 
 

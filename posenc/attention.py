@@ -8,10 +8,12 @@ blog's demonstration layer (three projections followed by ``nn.MultiheadAttentio
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
+from posenc._validate import check_real
 from posenc._validate import check_tensor as _check_tensor
 
 __all__ = ["DemoAttention", "attention_weights", "permute_positions", "self_attention"]
@@ -69,8 +71,10 @@ def self_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.T
         >>> self_attention(x, x, x).shape
         torch.Size([2, 2])
     """
+    _check_tensor("q", q, min_dim=2)
+    _check_tensor("k", k, min_dim=2)
     _check_tensor("v", v, min_dim=2)
-    if k.dim() >= 2 and k.shape[-2] != v.shape[-2]:
+    if k.shape[-2] != v.shape[-2]:
         raise ValueError(
             f"k and v must have the same number of positions T, got T={k.shape[-2]} and T={v.shape[-2]}"
         )
@@ -102,7 +106,16 @@ def permute_positions(x: torch.Tensor, perm: torch.Tensor | list[int]) -> torch.
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() < 2:
         raise ValueError(f"x must have shape [..., T, D], got shape {tuple(x.shape)}")
-    perm_t = torch.as_tensor(perm)
+    if isinstance(perm, torch.Tensor):
+        perm_t = perm
+    elif (
+        isinstance(perm, Sequence)
+        and not isinstance(perm, (str, bytes))
+        and all(isinstance(i, int) and not isinstance(i, bool) for i in perm)
+    ):
+        perm_t = torch.tensor(list(perm), dtype=torch.int64)
+    else:
+        raise TypeError(f"perm must be a list of integers or an integer tensor, got {perm!r}")
     if perm_t.is_floating_point() or perm_t.is_complex() or perm_t.dtype == torch.bool:
         raise TypeError(f"perm must hold integers, got dtype {perm_t.dtype}")
     n = x.shape[-2]
@@ -155,8 +168,7 @@ class DemoAttention(nn.Module):
             )
         if dim % num_heads:
             raise ValueError(f"num_heads must divide dim, got dim={dim}, num_heads={num_heads}")
-        if not std > 0:
-            raise ValueError(f"std must be positive, got std={std}")
+        check_real("std", std, positive=True)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.w_q = nn.Linear(dim, dim, bias=False)

@@ -29,7 +29,14 @@ import matplotlib as mpl
 import torch
 
 from posenc import plots
-from posenc._validate import check_int, check_positions, check_positive_float, check_tensor
+from posenc._validate import (
+    check_int,
+    check_int_sequence,
+    check_positions,
+    check_positive_float,
+    check_str_sequence,
+    check_tensor,
+)
 from posenc.encodings import sinusoidal_encoding
 from posenc.rope import apply_rope
 from posenc.rotation import rotation_matrix
@@ -365,9 +372,17 @@ def rope_pair_scores(
     """
     for name, t in (("query_content", query_content), ("key_content", key_content)):
         check_tensor(name, t, min_dim=1)
-        if t.dim() != 1:
-            raise ValueError(f"{name} must be one vector [E], got shape {tuple(t.shape)}")
+        if t.dim() != 1 or t.numel() == 0:
+            raise ValueError(
+                f"{name} must be one vector [E], not empty, got shape {tuple(t.shape)}"
+            )
+    if query_content.shape != key_content.shape:
+        raise ValueError(
+            f"query_content and key_content must have one size E, got {query_content.numel()} "
+            f"and {key_content.numel()}"
+        )
     _check_projections(w_q, w_k, query_content.shape[0])
+    check_positive_float("base", base)
     m = check_positions("query_positions", query_positions)
     n = check_positions("key_positions", key_positions)
     if m.shape != n.shape:
@@ -409,6 +424,7 @@ def terms_figure(terms: ScoreTerms, labels: Sequence[str]):
     mats = [*terms, terms.total()]
     if any(m.dim() != 2 or m.shape[0] != m.shape[1] for m in mats):
         raise ValueError(f"terms must be [T, T], got shape {tuple(mats[0].shape)}")
+    labels = check_str_sequence("labels", labels)
     if len(labels) != mats[0].shape[0]:
         raise ValueError(f"labels must have T={mats[0].shape[0]} entries, got {len(labels)}")
     limit = max(float(m.abs().max()) for m in mats) or 1.0
@@ -451,6 +467,7 @@ def pair_terms_figure(
     """
     if not isinstance(terms, ScoreTerms):
         raise TypeError(f"terms must be a ScoreTerms, got {type(terms).__name__}")
+    starts = check_int_sequence("starts", starts)
     m = len(starts)
     if any(t.shape != (m,) for t in terms):
         raise ValueError(f"terms must each be [M] with M={m} starts")

@@ -10,7 +10,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from posenc._validate import check_even_dim, check_int, check_positions, check_positive_float
+from posenc._validate import (
+    check_even_dim,
+    check_float_dtype,
+    check_int,
+    check_positions,
+    check_positive_float,
+)
 
 __all__ = [
     "LearnedPositionalEmbedding",
@@ -121,8 +127,9 @@ def sinusoidal_frequencies(dim: int, base: float = 10000.0, *, dtype=torch.float
         ``[D/2]`` frequencies, in radians per position.
 
     Raises:
-        TypeError: if ``dim`` is not an int or ``base`` not a number.
-        ValueError: if ``dim`` is not positive and even or ``base`` not positive.
+        TypeError: if ``dim`` is not an int, ``base`` not a number or ``dtype`` not a dtype.
+        ValueError: if ``dim`` is not positive and even, ``base`` not positive, or ``dtype``
+            not a floating dtype.
 
     Example:
         >>> sinusoidal_frequencies(4, base=100.0)
@@ -130,6 +137,7 @@ def sinusoidal_frequencies(dim: int, base: float = 10000.0, *, dtype=torch.float
     """
     check_even_dim("dim", dim)
     base = check_positive_float("base", base)
+    check_float_dtype("dtype", dtype)
     exponent = torch.arange(0, dim, 2, dtype=torch.float64) / dim  # 2i/dim
     return (base**-exponent).to(dtype)
 

@@ -36,10 +36,13 @@ import torch
 
 from posenc import plots, relative
 from posenc._validate import (
+    check_callable,
     check_even_dim,
     check_int,
+    check_int_sequence,
     check_positions,
     check_positive_float,
+    check_sequence,
     check_tensor,
 )
 from posenc.properties import Scheme
@@ -163,9 +166,8 @@ def period_table(dim: int, bases: Sequence[float] = (10000.0, 500000.0)) -> str:
            1          0.1         62.83
     """
     check_even_dim("dim", dim)
-    if len(bases) == 0:
-        raise ValueError("bases must not be empty")
-    cols = [(check_positive_float("base", b), b) for b in bases]
+    bases = check_sequence("bases", bases)
+    cols = [(check_positive_float(f"bases[{i}]", b), b) for i, b in enumerate(bases)]
     header = ["i"]
     for _, b in cols:
         header += [f"theta ({b:g})", f"period ({b:g})"]
@@ -212,10 +214,9 @@ def pair_cosines_figure(
     """
     check_int("max_distance", max_distance, minimum=10)
     f = rope_inv_freq(dim, base)
-    for i in pairs:
-        check_int("pair", i, minimum=0)
+    for i in check_int_sequence("pairs", pairs, minimum=0):
         if i >= dim // 2:
-            raise ValueError(f"pair must be below D/2 = {dim // 2}, got pair={i}")
+            raise ValueError(f"pairs must be below D/2 = {dim // 2}, got pair {i}")
     fig, ax = plots.figure(width=7.5, height=3.4)
     for i in pairs:
         # each curve stops after three turns: past that it only repeats
@@ -247,7 +248,7 @@ def format_ranges(indices: Sequence[int]) -> str:
         >>> format_ranges([8, 9, 10, 11, 40, 41, 63])
         '8-11, 40-41, 63'
     """
-    values = sorted({check_int("index", i) for i in indices})
+    values = sorted(set(check_int_sequence("indices", indices, min_length=0)))
     if not values:
         return "none"
     parts, start = [], values[0]
@@ -499,23 +500,41 @@ def decay_figure(
         ...                    torch.ones(2, 4), torch.ones(2))
         >>> import matplotlib.pyplot as plt; plt.close(fig)
     """
-    for name, t in (
-        ("distances", distances),
-        ("bound", bound),
-        ("aligned", aligned),
-        ("random_scores", random_scores),
-        ("random_bound", random_bound),
-        ("cauchy_schwarz", cauchy_schwarz),
-    ):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if not isinstance(distances, torch.Tensor):
+        raise TypeError(f"distances must be a torch.Tensor, got {type(distances).__name__}")
+    if distances.dim() != 1 or distances.numel() < 2:
+        raise ValueError(
+            f"distances must be [M] with at least 2 distances, got shape {tuple(distances.shape)}"
+        )
+    if distances.is_floating_point() or distances.is_complex() or distances.dtype == torch.bool:
+        raise TypeError(f"distances must hold integers, got dtype {distances.dtype}")
     m = distances.numel()
+    for name, t, shape in (
+        ("bound", bound, "[M]"),
+        ("aligned", aligned, "[M]"),
+        ("random_scores", random_scores, "[N, M]"),
+        ("random_bound", random_bound, "[N, M]"),
+        ("cauchy_schwarz", cauchy_schwarz, "[N]"),
+    ):
+        check_tensor(name, t, min_dim=0)
+        dims = shape.count(",") + 1
+        if t.dim() != dims or t.shape[-1] == 0:
+            raise ValueError(f"{name} must be {shape} (M={m}), got shape {tuple(t.shape)}")
     if bound.shape != (m,) or aligned.shape != (m,):
-        raise ValueError(f"bound and aligned must be [M] = [{m}]")
+        raise ValueError(
+            f"bound and aligned must be [M] = [{m}], got shapes {tuple(bound.shape)} and "
+            f"{tuple(aligned.shape)}"
+        )
     if random_scores.shape != random_bound.shape or random_scores.shape[-1] != m:
-        raise ValueError("random_scores and random_bound must both be [N, M]")
+        raise ValueError(
+            f"random_scores and random_bound must both be [N, M] with M={m}, got shapes "
+            f"{tuple(random_scores.shape)} and {tuple(random_bound.shape)}"
+        )
     if cauchy_schwarz.shape != random_scores.shape[:1]:
-        raise ValueError("cauchy_schwarz must be [N]")
+        raise ValueError(
+            f"cauchy_schwarz must be [N] = [{random_scores.shape[0]}], got shape "
+            f"{tuple(cauchy_schwarz.shape)}"
+        )
     d = distances.double().cpu().numpy()
     fig, (left, right) = plots.figure(1, 2, width=9.5, height=3.6)
     left.plot(d, (bound / bound[0]).cpu().numpy(), label="RoFormer's relative bound")
@@ -752,7 +771,7 @@ def scaled_frequencies(
 
 def _check_freq_dict(freqs: object) -> dict[str, torch.Tensor]:
     if not isinstance(freqs, dict) or not freqs:
-        raise TypeError("freqs must be a non-empty dict {name: inv_freq}")
+        raise TypeError(f"freqs must be a non-empty dict {{name: inv_freq}}, got {freqs!r}")
     out = {name: _check_freq(f"freqs[{name!r}]", f) for name, f in freqs.items()}
     if len({f.shape for f in out.values()}) != 1:
         raise ValueError("every entry of freqs must have the same number of pairs")
@@ -985,9 +1004,9 @@ def unrotated_features(
         >>> unrotated_features(functools.partial(partial_rotary, fraction=0.5), 8)
         [4, 5, 6, 7]
     """
+    check_callable("rotate", rotate)
     check_even_dim("dim", dim)
-    if len(positions) == 0:
-        raise ValueError("positions must not be empty")
+    positions = check_int_sequence("positions", positions)
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(1, dim, generator=gen, dtype=torch.float64)
     pos = [0, *positions]

@@ -127,6 +127,24 @@ def _hf_token() -> str | None:
         return None
 
 
+def _check_token(token: object) -> str:
+    """A token must be a non-empty str; the message never shows it."""
+    if not isinstance(token, str):
+        raise TypeError(f"token must be a str, got a {type(token).__name__}")
+    if not token.strip():
+        raise ValueError("token must not be empty, got an empty or blank string")
+    return token
+
+
+def _check_cache(cache: object) -> Path:
+    """The cache directory: ``cache`` (a path) or :func:`cache_dir`."""
+    if cache is None:
+        return cache_dir()
+    if not isinstance(cache, (str, os.PathLike)):
+        raise TypeError(f"cache must be a path or None, got {cache!r} ({type(cache).__name__})")
+    return Path(cache)
+
+
 def _scrub(message: str, token: str | None) -> str:
     return message.replace(token, "<token>") if token else message
 
@@ -252,6 +270,7 @@ def offline_tokenizer(*, cache: Path | None = None) -> Any:
         A ``transformers.PreTrainedTokenizerFast``.
 
     Raises:
+        TypeError: if ``cache`` is not a path.
         RuntimeError: if the shipped ``tokenizer.model`` is not the known Llama 3 file.
 
     Example:
@@ -270,7 +289,7 @@ def offline_tokenizer(*, cache: Path | None = None) -> Any:
         )
     # keyed by the tokenizers version too: its JSON format is not promised to be stable
     name = f"llama3-tokenizer-{digest[:16]}-tokenizers{tokenizers.__version__}.json"
-    cached = (cache or cache_dir()) / name
+    cached = _check_cache(cache) / name
     if cached not in _LOADED:
         if cached.is_file():
             backend = Tokenizer.from_file(str(cached))
@@ -292,9 +311,15 @@ def hub_tokenizer(token: str) -> Any:
 
     Returns:
         The tokenizer ``AutoTokenizer`` returns for :data:`MODEL_ID`.
+
+    Raises:
+        TypeError, ValueError: if ``token`` is not a non-empty str (the message does not
+            show it).
+        Exception: whatever the Hub client raises when the tokenizer cannot be read.
     """
     from transformers import AutoTokenizer
 
+    _check_token(token)
     return AutoTokenizer.from_pretrained(MODEL_ID, token=token)
 
 
@@ -348,7 +373,14 @@ def open_for_row_reads(fs: Any, path: str) -> BinaryIO:
 
     Returns:
         A binary file object supporting ``seek`` and ``read``.
+
+    Raises:
+        TypeError: if ``fs`` has no ``open`` method or ``path`` is not a str.
     """
+    if not callable(getattr(fs, "open", None)):
+        raise TypeError(f"fs must be a filesystem with an open() method, got {type(fs).__name__}")
+    if not isinstance(path, str):
+        raise TypeError(f"path must be a str, got {path!r} ({type(path).__name__})")
     return fs.open(path, "rb", block_size=4096, cache_type="none")
 
 
@@ -379,6 +411,15 @@ def read_safetensors_rows(f: BinaryIO, tensor: str, rows: Sequence[int]) -> torc
         tensor([[6., 7., 8.],
                 [0., 1., 2.]])
     """
+    for method in ("read", "seek"):
+        if not callable(getattr(f, method, None)):
+            raise TypeError(
+                f"f must be a binary file with read() and seek(), got {type(f).__name__}"
+            )
+    if not isinstance(tensor, str):
+        raise TypeError(f"tensor must be a str (a tensor's name), got {tensor!r}")
+    if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence):
+        raise TypeError(f"rows must be a sequence of row indices, got {rows!r}")
     (header_len,) = struct.unpack("<Q", f.read(8))
     if not 0 < header_len <= _MAX_HEADER_BYTES:
         raise ValueError(
@@ -434,11 +475,14 @@ def hub_embeddings(
         float32 tensor ``[T, E]`` on the CPU.
 
     Raises:
-        TypeError, ValueError: as :func:`check_ids`.
+        TypeError, ValueError: as :func:`check_ids`, or for a token that is not a non-empty
+            str or a ``cache`` that is not a path.
         Exception: whatever the Hub client raises when the file cannot be read.
     """
     ids = check_ids(ids)
-    row_dir = (cache or cache_dir()) / "llama-3.2-1b-embed-rows"
+    _check_token(token)
+    cache = _check_cache(cache)
+    row_dir = cache / "llama-3.2-1b-embed-rows"
     rows: dict[int, torch.Tensor] = {}
     for token_id in set(ids):
         path = row_dir / f"{token_id}.bf16"

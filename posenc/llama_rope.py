@@ -37,8 +37,11 @@ from posenc import plots
 from posenc._validate import (
     check_even_dim,
     check_int,
+    check_int_sequence,
     check_positions,
     check_positive_float,
+    check_real,
+    check_str_sequence,
     check_tensor,
 )
 from posenc.rope import apply_rope, llama3_inv_freq, rope_inv_freq, rope_matrix
@@ -117,6 +120,7 @@ def rotation_partners(matrix: torch.Tensor, *, atol: float = 1e-12) -> torch.Ten
         [3, 4, 5, 0, 1, 2]
     """
     check_tensor("matrix", matrix, min_dim=2)
+    check_real("atol", atol, minimum=0.0)
     if matrix.dim() != 2 or matrix.shape[0] != matrix.shape[1]:
         raise ValueError(f"matrix must be square [D, D], got shape {tuple(matrix.shape)}")
     dim = matrix.shape[0]
@@ -411,6 +415,7 @@ def rope_scores(
     check_tensor("w_q", w_q, min_dim=2)
     check_tensor("w_k", w_k, min_dim=2)
     check_int("num_heads", num_heads, minimum=1)
+    check_positive_float("base", base)
     num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
     check_int("num_kv_heads", num_kv_heads, minimum=1)
     if num_heads % num_kv_heads:
@@ -596,6 +601,7 @@ def band_counts(bands: Sequence[str]) -> dict[str, int]:
         >>> band_counts(["kept", "kept", "divided"])
         {'kept': 2, 'smoothed': 0, 'divided': 1}
     """
+    bands = check_str_sequence("bands", bands, min_length=0)
     unknown = sorted({b for b in bands if b not in BANDS})
     if unknown:
         raise ValueError(f"bands must be labels from {BANDS}, got {unknown}")
@@ -638,17 +644,18 @@ def format_band_table(
     _check_inv_freq("unscaled", unscaled)
     n = unscaled.numel()
     _check_inv_freq("scaled", scaled, n)
+    bands = check_str_sequence("bands", bands)
     if len(bands) != n:
         raise ValueError(f"bands must have one label per pair ({n}), got {len(bands)}")
     check_int("original_max_positions", original_max_positions, minimum=1)
+    pairs = check_int_sequence("pairs", pairs, minimum=0)
     before = (2 * math.pi / unscaled.detach().double().cpu()).tolist()
     after = (2 * math.pi / scaled.detach().double().cpu()).tolist()
     turns = f"turns in {original_max_positions}"
     lines = [f"pair  wavelength  {turns:>{len(turns)}}  band      scaled wavelength"]
     for i in pairs:
-        check_int("pair index", i, minimum=0)
         if i >= n:
-            raise ValueError(f"pair index must be below D/2 = {n}, got {i}")
+            raise ValueError(f"pairs must be below D/2 = {n}, got pair {i}")
         lines.append(
             f"{i:4d}  {before[i]:10.0f}  {original_max_positions / before[i]:{len(turns)}.2f}"
             f"  {bands[i]:<8s}  {after[i]:17.0f}"
@@ -693,6 +700,7 @@ def frequency_figure(
     _check_inv_freq("unscaled", unscaled)
     n = unscaled.numel()
     _check_inv_freq("scaled", scaled, n)
+    bands = check_str_sequence("bands", bands)
     if len(bands) != n:
         raise ValueError(f"bands must have one label per pair ({n}), got {len(bands)}")
     band_counts(bands)  # validates the labels

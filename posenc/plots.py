@@ -16,6 +16,8 @@ import matplotlib.figure
 import matplotlib.pyplot as plt
 import torch
 
+from posenc._validate import check_bool, check_int, check_real, check_sequence, check_str_sequence
+
 __all__ = [
     "COLORS",
     "STYLE",
@@ -72,7 +74,9 @@ def figure(nrows: int = 1, ncols: int = 1, *, width: float = 7.0, height: float 
         ``(fig, ax)`` as ``plt.subplots`` returns them.
 
     Raises:
-        ValueError: if a size or grid dimension is not positive.
+        TypeError: if ``nrows`` or ``ncols`` is not an int, or ``width`` or ``height`` is not
+            a real number.
+        ValueError: if a size or grid dimension is not positive, or a size is not finite.
 
     Example:
         >>> fig, ax = figure()
@@ -80,10 +84,10 @@ def figure(nrows: int = 1, ncols: int = 1, *, width: float = 7.0, height: float 
         [7.0, 3.2]
         >>> plt.close(fig)
     """
-    if nrows < 1 or ncols < 1:
-        raise ValueError(f"nrows and ncols must be at least 1, got nrows={nrows}, ncols={ncols}")
-    if not (width > 0 and height > 0):
-        raise ValueError(f"width and height must be positive, got width={width}, height={height}")
+    check_int("nrows", nrows, minimum=1)
+    check_int("ncols", ncols, minimum=1)
+    check_real("width", width, positive=True)
+    check_real("height", height, positive=True)
     with mpl.rc_context(STYLE):
         fig, ax = plt.subplots(nrows, ncols, figsize=(width, height), **kwargs)
         fig.set_layout_engine("constrained")
@@ -125,7 +129,8 @@ def token_heatmap(
         The axes.
 
     Raises:
-        TypeError: if ``matrix`` is not a tensor.
+        TypeError: if ``matrix`` is not a tensor, ``labels`` is not a sequence of strings, or
+            ``log`` is not a bool.
         ValueError: if ``matrix`` is not square, ``labels`` has the wrong length, or ``log``
             is asked for with negative entries or no positive entry.
 
@@ -136,8 +141,13 @@ def token_heatmap(
     m = _as_cpu("matrix", matrix, 2)
     if m.shape[0] != m.shape[1]:
         raise ValueError(f"matrix must be square [T, T], got shape {tuple(m.shape)}")
+    check_str_sequence("labels", labels)
     if len(labels) != m.shape[0]:
-        raise ValueError(f"labels must have T={m.shape[0]} entries, got {len(labels)}")
+        raise ValueError(
+            f"labels must have T={m.shape[0]} entries (one per row of matrix), "
+            f"got {len(labels)}: {labels!r}"
+        )
+    check_bool("log", log)
     norm = None
     if log:
         if (m < 0).any() or not (m > 0).any():
@@ -172,18 +182,19 @@ def overlay_vectors(
         The axes.
 
     Raises:
-        TypeError: if an entry is not a tensor.
+        TypeError: if ``vectors`` is not a sequence of tensors or ``labels`` not a sequence
+            of strings.
         ValueError: if there are no vectors, lengths differ, or labels do not match.
 
     Example:
         >>> ax = overlay_vectors([torch.zeros(4), torch.ones(4)], ["a", "b"])
         >>> plt.close(ax.figure)
     """
-    if len(vectors) == 0:
-        raise ValueError("vectors must not be empty")
+    check_sequence("vectors", vectors, what="a sequence of 1-D tensors")
+    check_str_sequence("labels", labels)
     if len(labels) != len(vectors):
         raise ValueError(
-            f"labels must have one entry per vector ({len(vectors)}), got {len(labels)}"
+            f"labels must have one entry per vector ({len(vectors)}), got {len(labels)}: {labels!r}"
         )
     rows = [_as_cpu(f"vectors[{i}]", v, 1) for i, v in enumerate(vectors)]
     if len({r.numel() for r in rows}) != 1:

@@ -28,7 +28,13 @@ from dataclasses import dataclass
 import torch
 
 from posenc import encodings
-from posenc._validate import check_even_dim, check_int
+from posenc._validate import (
+    check_bool,
+    check_dict,
+    check_even_dim,
+    check_int,
+    check_int_sequence,
+)
 
 __all__ = [
     "PROPERTIES",
@@ -131,10 +137,7 @@ def unique_and_length_independent(
     """
     _check_scheme(scheme)
     check_int("dim", dim, minimum=1)
-    if not lengths:
-        raise ValueError("lengths must not be empty")
-    for n in lengths:
-        check_int("length", n, minimum=2)
+    lengths = check_int_sequence("lengths", lengths, minimum=2, item="length")
     shortest = min(lengths)
     tables = [scheme(torch.arange(n), dim, n) for n in lengths]
     change = max((t[:shortest] - tables[0][:shortest]).abs().max().item() for t in tables)
@@ -181,12 +184,10 @@ def linear_relation(
     _check_scheme(scheme)
     check_int("dim", dim, minimum=1)
     check_int("num_positions", num_positions, minimum=2)
-    if not offsets:
-        raise ValueError("offsets must not be empty")
+    offsets = check_int_sequence("offsets", offsets, minimum=1, item="offset")
     table = scheme(torch.arange(num_positions), dim, num_positions)  # [T, D]
     worst = 0.0
     for k in offsets:
-        check_int("offset", k, minimum=1)
         if num_positions - k <= dim:
             raise ValueError(
                 f"offset {k} leaves {num_positions - k} pairs, need more than dim={dim}"
@@ -307,9 +308,10 @@ def extends_to_n_dimensions(
     _check_scheme(scheme)
     check_even_dim("dim", dim)
     check_int("side", side, minimum=2)
+    shift = check_int_sequence("shift", shift, minimum=0, min_length=2)
+    if len(shift) != 2:
+        raise ValueError(f"shift must be a 2-D offset (dx, dy), got {shift!r}")
     dx, dy = shift
-    check_int("dx", dx, minimum=0)
-    check_int("dy", dy, minimum=0)
     if dx == dy == 0 or max(dx, dy) >= side:
         raise ValueError(f"shift must be non-zero and smaller than side={side}, got {shift}")
     axis = scheme(torch.arange(side), dim // 2, side)  # [side, D/2]
@@ -359,6 +361,7 @@ def format_table(results: dict[str, dict[str, Verdict]], *, evidence: bool = Fal
         The table as a string (fixed-width columns).
 
     Raises:
+        TypeError: if ``results`` is not a dict or ``evidence`` not a bool.
         ValueError: if ``results`` is empty or the schemes were checked on different
             properties.
 
@@ -368,8 +371,10 @@ def format_table(results: dict[str, dict[str, Verdict]], *, evidence: bool = Fal
         scheme  1  2  3  4  5
         binary  ✓  ✗  ✓  ✓  ✗
     """
-    if not results:
-        raise ValueError("results must not be empty")
+    if isinstance(results, dict) and not results:
+        raise ValueError("results must not be empty, got {}")
+    check_dict("results", results)
+    check_bool("evidence", evidence)
     labels = list(next(iter(results.values())))
     if any(list(r) != labels for r in results.values()):
         raise ValueError("every scheme must be checked on the same properties")

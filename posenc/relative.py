@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from posenc._validate import check_int, check_tensor
+from posenc._validate import check_bool, check_int, check_tensor
 
 __all__ = [
     "alibi_bias",
@@ -160,6 +160,7 @@ def t5_bucket(
         raise TypeError(
             f"relative_position must hold integers, got dtype {relative_position.dtype}"
         )
+    check_bool("bidirectional", bidirectional)
     check_int("num_buckets", num_buckets, minimum=4 if bidirectional else 2)
     if bidirectional and num_buckets % 2:
         raise ValueError(f"num_buckets must be even when bidirectional, got {num_buckets}")
@@ -211,6 +212,7 @@ def t5_bias(
     """
     check_int("num_positions", num_positions, minimum=1)
     check_tensor("table", table, min_dim=2)
+    check_bool("bidirectional", bidirectional)
     if table.dim() != 2:
         raise ValueError(f"table must be [num_buckets, H], got {tuple(table.shape)}")
     pos = torch.arange(num_positions, device=table.device)
@@ -254,6 +256,16 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     return torch.tensor(slopes, dtype=torch.float64)
 
 
+def _check_slopes(slopes: object) -> torch.Tensor:
+    """ALiBi slopes: a non-empty, finite, 1-D floating tensor ``[H]``."""
+    check_tensor("slopes", slopes, min_dim=1)
+    if slopes.dim() != 1 or slopes.numel() == 0:
+        raise ValueError(f"slopes must be [H] (1-D, H >= 1), got shape {tuple(slopes.shape)}")
+    if not bool(torch.isfinite(slopes).all()):
+        raise ValueError(f"slopes must be finite, got {slopes.tolist()}")
+    return slopes
+
+
 def alibi_bias(num_positions: int, slopes: torch.Tensor, *, causal: bool = True) -> torch.Tensor:
     """ALiBi's additive score bias: ``-slope_h * |i - j|``.
 
@@ -266,7 +278,8 @@ def alibi_bias(num_positions: int, slopes: torch.Tensor, *, causal: bool = True)
         ``[H, T, T]`` in ``slopes``' dtype.
 
     Raises:
-        TypeError, ValueError: for a bad ``num_positions`` or ``slopes``.
+        TypeError, ValueError: for a bad ``num_positions`` or ``slopes`` (not ``[H]``, empty
+            or not finite) or a ``causal`` that is not a bool.
 
     Example:
         >>> alibi_bias(3, torch.tensor([0.5]))[0]
@@ -275,9 +288,8 @@ def alibi_bias(num_positions: int, slopes: torch.Tensor, *, causal: bool = True)
                 [-1.0000, -0.5000, -0.0000]])
     """
     check_int("num_positions", num_positions, minimum=1)
-    check_tensor("slopes", slopes, min_dim=1)
-    if slopes.dim() != 1:
-        raise ValueError(f"slopes must be [H], got {tuple(slopes.shape)}")
+    _check_slopes(slopes)
+    check_bool("causal", causal)
     pos = torch.arange(num_positions, device=slopes.device)
     distance = (pos[:, None] - pos[None, :]).abs().to(slopes.dtype)  # [T, T]
     bias = -slopes[:, None, None] * distance  # [H, T, T]

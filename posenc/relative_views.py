@@ -28,9 +28,19 @@ import matplotlib as mpl
 import torch
 
 from posenc import plots
-from posenc._validate import check_int, check_positions, check_tensor
+from posenc._validate import (
+    check_bool,
+    check_dict,
+    check_int,
+    check_int_sequence,
+    check_positions,
+    check_real,
+    check_sequence,
+    check_str_sequence,
+    check_tensor,
+)
 from posenc.encodings import sinusoidal_encoding
-from posenc.relative import alibi_slopes, t5_bucket
+from posenc.relative import _check_slopes, alibi_slopes, t5_bucket
 from posenc.rope import apply_rope
 
 __all__ = [
@@ -207,8 +217,10 @@ def alibi_bias_at(positions, slopes: torch.Tensor, *, causal: bool = True) -> to
                 [-0.2500, -0.0000]])
     """
     check_tensor("slopes", slopes, min_dim=1)
-    if slopes.dim() != 1:
-        raise ValueError(f"slopes must be 1-D [H], got shape {tuple(slopes.shape)}")
+    if slopes.dim() != 1 or slopes.numel() == 0:
+        raise ValueError(f"slopes must be 1-D [H] with H >= 1, got shape {tuple(slopes.shape)}")
+    _check_slopes(slopes)
+    check_bool("causal", causal)
     offsets = offset_matrix(positions).to(slopes.device)  # [T, T]
     bias = -slopes[:, None, None] * offsets.abs().to(slopes.dtype)  # [H, T, T]
     if causal:
@@ -406,8 +418,15 @@ def format_bucket_table(rows: Sequence[dict]) -> str:
              0  0                   1 |      2  (empty)             0
              1  <= -1                 |      3  >= 1
     """
-    if not rows or [r["bucket"] for r in rows] != list(range(len(rows))):
-        raise ValueError("rows must be bucket_ranges() output: buckets 0 .. n-1 in order")
+    if isinstance(rows, (list, tuple)) and not rows:
+        raise ValueError(f"rows must be bucket_ranges() output, got an empty {rows!r}")
+    rows = check_sequence("rows", rows)
+    if not all(isinstance(r, dict) and "bucket" in r for r in rows) or [
+        r["bucket"] for r in rows
+    ] != list(range(len(rows))):
+        raise ValueError(
+            f"rows must be bucket_ranges() output: buckets 0 .. n-1 in order, got {rows!r:.80}"
+        )
 
     def cell(r: dict) -> str:
         count = "" if r["count"] is None else str(r["count"])
@@ -502,11 +521,10 @@ def alibi_figure(num_positions: int = 24, num_heads: int = 8, *, heads=(0, 3, 7)
     """
     check_int("num_positions", num_positions, minimum=2)
     slopes = alibi_slopes(num_heads)  # [H]
-    heads = list(heads)
+    heads = check_int_sequence("heads", heads, minimum=0, min_length=0)
     if not 1 <= len(heads) <= 3:
         raise ValueError(f"heads must name 1 to 3 heads, got {heads}")
     for h in heads:
-        check_int("heads entry", h, minimum=0)
         if h >= num_heads:
             raise ValueError(f"heads entries must be below H={num_heads}, got {h}")
     bias = alibi_bias_at(list(range(num_positions)), slopes)  # [H, T, T]
@@ -777,8 +795,11 @@ def shift_changes(
         >>> shift_changes(s, [1, 5], ["T5"])
         {'T5': [0.0, 0.0]}
     """
-    if len(shifts) == 0:
-        raise ValueError("shifts must not be empty")
+    shifts = check_int_sequence("shifts", shifts)
+    schemes = check_str_sequence("schemes", schemes)
+    for name in schemes:
+        if name not in SCHEMES:
+            raise ValueError(f"schemes must name schemes from {SCHEMES}, got {name!r}")
     return {name: [shift_change(setup, name, s, what=what) for s in shifts] for name in schemes}
 
 
@@ -811,14 +832,14 @@ def format_shift_table(
         T5                  0  True
         sinusoidal        0.2  False
     """
-    if not weights:
-        raise ValueError("weights must not be empty")
+    check_dict("weights", weights)
+    if outputs is not None:
+        check_dict("outputs", outputs)
     if outputs is not None and list(outputs) != list(weights):
         raise ValueError(
             f"outputs must name the schemes of weights, got {list(outputs)} and {list(weights)}"
         )
-    if not tolerance > 0:
-        raise ValueError(f"tolerance must be positive, got tolerance={tolerance}")
+    check_real("tolerance", tolerance, positive=True)
 
     def shown(value: float) -> str:
         return "0" if value < tolerance else f"{float(f'{value:.1g}'):g}"
@@ -853,6 +874,8 @@ def shift_figure(changes: dict[str, list[float]], shifts: Sequence[int]):
         >>> fig = shift_figure({"T5": [0.0, 0.0]}, [1, 2])
         >>> import matplotlib.pyplot as plt; plt.close(fig)
     """
+    check_dict("changes", changes)
+    shifts = check_int_sequence("shifts", shifts)
     for name, values in changes.items():
         if len(values) != len(shifts):
             raise ValueError(

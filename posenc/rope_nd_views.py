@@ -31,7 +31,17 @@ from dataclasses import dataclass
 import torch
 
 from posenc import plots
-from posenc._validate import check_even_dim, check_int, check_positive_float, check_tensor
+from posenc._validate import (
+    check_callable,
+    check_even_dim,
+    check_int,
+    check_int_sequence,
+    check_positive_float,
+    check_real,
+    check_sequence,
+    check_str_sequence,
+    check_tensor,
+)
 from posenc.rope import LAYOUTS, apply_rope, apply_rope_nd, rope_inv_freq
 
 __all__ = [
@@ -117,10 +127,9 @@ def grid_positions(shape: Sequence[int]) -> torch.Tensor:
         >>> grid_positions((2, 3)).tolist()
         [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]]
     """
-    if isinstance(shape, (int, torch.Tensor)) or len(shape) == 0:
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence) or len(shape) == 0:
         raise ValueError(f"shape must be a non-empty sequence of sides, got {shape!r}")
-    for side in shape:
-        check_int("side", side, minimum=1)
+    shape = check_int_sequence("shape", shape, minimum=1, item="side")
     axes = [torch.arange(side) for side in shape]
     return torch.cartesian_prod(*axes).reshape(-1, len(shape))  # [N, n]
 
@@ -155,8 +164,11 @@ def pairwise_scores(
         check_tensor(name, v, min_dim=1)
         if v.dim() != 1:
             raise ValueError(f"{name} must be one vector [D], got shape {tuple(v.shape)}")
-    if q.shape != k.shape:
-        raise ValueError(f"q and k must have the same size, got {q.shape[0]} and {k.shape[0]}")
+    if q.shape != k.shape or q.numel() == 0:
+        raise ValueError(
+            f"q and k must have the same size (not 0), got {q.shape[0]} and {k.shape[0]}"
+        )
+    check_callable("rotate", rotate)
     positions = _check_coords(positions)
     if positions.dim() != 2:
         raise ValueError(f"positions must be [N, n], got shape {tuple(positions.shape)}")
@@ -183,8 +195,12 @@ class OffsetCheck:
     relative_spread: float
 
     def holds(self, tol: float = 1e-9) -> bool:
-        """True when every offset's scores agree to ``tol`` (relative to the largest score)."""
-        return self.relative_spread <= tol
+        """True when every offset's scores agree to ``tol`` (relative to the largest score).
+
+        Raises:
+            TypeError, ValueError: if ``tol`` is not a finite non-negative number.
+        """
+        return self.relative_spread <= check_real("tol", tol, minimum=0.0)
 
 
 def offset_check(
@@ -324,6 +340,8 @@ def mixed_rope_2d(
         check_tensor(name, f, min_dim=1)
         if f.shape != (dim // 2,):
             raise ValueError(f"{name} must have shape [D/2] = [{dim // 2}], got {tuple(f.shape)}")
+        if not bool(torch.isfinite(f).all()):
+            raise ValueError(f"{name} must be finite, got {f.tolist()}")
         freqs.append(f.to(device=x.device, dtype=dtype))
     p = positions.to(device=x.device, dtype=dtype)
     angles = p[..., 0:1] * freqs[0] + p[..., 1:2] * freqs[1]  # [..., T, D/2]
@@ -331,10 +349,7 @@ def mixed_rope_2d(
 
 
 def _check_sections(sections: object, dim: int) -> list[int]:
-    if isinstance(sections, (int, str, torch.Tensor)) or not isinstance(sections, Sequence):
-        raise TypeError(f"sections must be a sequence of ints, got {sections!r}")
-    for s in sections:
-        check_int("section", s, minimum=0)
+    sections = check_int_sequence("sections", sections, minimum=0)
     if sum(sections) != dim // 2:
         raise ValueError(
             f"sections must add up to D/2 = {dim // 2} pairs, got {list(sections)} "
@@ -470,8 +485,12 @@ def frequency_allocation_figure(
         2
         >>> import matplotlib.pyplot as plt; plt.close(fig)
     """
+    check_even_dim("dim", dim)
+    sections = check_int_sequence("sections", sections, minimum=0)
+    labels = check_str_sequence("labels", labels)
     if len(labels) != len(sections):
         raise ValueError(f"labels must have one entry per section ({len(sections)}), got {labels}")
+    sections = _check_sections(sections, dim)
     panels = [
         ("axial RoPE: a full ladder per axis", axis_frequencies(dim, base, axes=len(sections))),
         ("M-RoPE: one ladder cut into sections", axis_frequencies(dim, base, sections=sections)),
@@ -533,8 +552,13 @@ def score_maps_figure(
     check_int("side", side, minimum=2)
     check_int("window", window, minimum=1)
     base = check_positive_float("base", base)
+    query_cells = check_sequence("query_cells", query_cells)
     if len(query_cells) != 2:
         raise ValueError(f"query_cells must hold two cells, got {query_cells!r}")
+    for i, cell in enumerate(query_cells):
+        check_int_sequence(f"query_cells[{i}]", cell, min_length=2)
+        if len(cell) != 2:
+            raise ValueError(f"query_cells must hold cells (x, y), got {cell!r}")
     for cx, cy in query_cells:
         if not (window <= cx < side - window and window <= cy < side - window):
             raise ValueError(

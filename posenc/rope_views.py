@@ -37,6 +37,7 @@ from posenc._validate import (
     check_int,
     check_positions,
     check_positive_float,
+    check_str_sequence,
     check_tensor,
 )
 from posenc.attention import DemoAttention
@@ -80,8 +81,8 @@ def _angle_dtype(x: torch.Tensor) -> torch.dtype:
 
 def _check_vector(name: str, x: object, dim: int | None = None) -> torch.Tensor:
     check_tensor(name, x, min_dim=1)
-    if x.dim() != 1:
-        raise ValueError(f"{name} must be one vector [D], got shape {tuple(x.shape)}")
+    if x.dim() != 1 or x.numel() == 0:
+        raise ValueError(f"{name} must be one non-empty vector [D], got shape {tuple(x.shape)}")
     if dim is not None and x.shape[0] != dim:
         raise ValueError(f"{name} must have {dim} features, got shape {tuple(x.shape)}")
     return x
@@ -246,6 +247,7 @@ def score_grid(
     _check_head_vector("q", q)
     _check_vector("k", k, q.shape[0])
     _check_layout(layout)
+    check_positive_float("base", base)
     p = check_positions("positions", positions, nonnegative=False).to(q.device)
     n, dim = p.numel(), q.shape[0]
     rq = apply_rope(q.expand(n, dim), p, base=base, layout=layout)  # [N, D]
@@ -286,6 +288,7 @@ def relative_scores(
     _check_head_vector("q", q)
     _check_vector("k", k, q.shape[0])
     _check_layout(layout)
+    check_positive_float("base", base)
     d = check_positions("offsets", offsets, nonnegative=False).to(q.device)
     rk = apply_rope(k.to(q).expand(d.numel(), q.shape[0]), d, base=base, layout=layout)
     return rk @ q  # [N]
@@ -436,6 +439,7 @@ def pair_scores(
     _check_vector("x_query", x_query)
     embed_dim = x_query.shape[0]
     _check_vector("x_key", x_key, embed_dim)
+    check_positive_float("base", base)
     for name, w in (("w_q", w_q), ("w_k", w_k)):
         check_tensor(name, w, min_dim=2)
         if w.dim() != 2 or w.shape[0] != embed_dim:
@@ -499,7 +503,7 @@ def offset_sweep_figure(starts, scores: dict, *, offset: int, ax=None, title: st
     s = check_positions("starts", starts, nonnegative=False)
     check_int("offset", offset)
     if not isinstance(scores, dict) or not scores:
-        raise ValueError("scores must be a non-empty dict of label -> [N] scores")
+        raise ValueError(f"scores must be a non-empty dict of label -> [N] scores, got {scores!r}")
     curves = {}
     for label, curve in scores.items():
         _check_vector(f"scores[{label!r}]", curve, s.numel())
@@ -571,6 +575,7 @@ def rope_attention(
     if not isinstance(rope, bool):
         raise TypeError(f"rope must be a bool, got {rope!r}")
     mha = layer.mha
+    check_positive_float("base", base)
     check_tensor("x", x, min_dim=3)
     if x.dim() != 3 or x.shape[-1] != mha.embed_dim:
         raise ValueError(
@@ -626,8 +631,10 @@ def distance_figure(distances: dict, labels: Sequence[str]):
         >>> import matplotlib.pyplot as plt; plt.close(fig)
     """
     if not isinstance(distances, dict) or not distances:
-        raise ValueError("distances must be a non-empty dict of title -> [T, T] distances")
-    size = len(labels)
+        raise ValueError(
+            f"distances must be a non-empty dict of title -> [T, T] distances, got {distances!r}"
+        )
+    size = len(check_str_sequence("labels", labels))
     off_diagonal = ~torch.eye(size, dtype=torch.bool)
     mats = {}
     for title, dist in distances.items():
@@ -973,6 +980,7 @@ def rotation_frames(
             f"num_positions must be at most {MAX_FRAMES} (one frame each), got {num_positions}"
         )
     check_even_dim("dim", dim)
+    check_positive_float("base", base)
     if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) or not pairs:
         raise TypeError(f"pairs must be a non-empty sequence of ints, got {pairs!r}")
     for i in pairs:

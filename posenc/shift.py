@@ -23,7 +23,13 @@ import functools
 
 import torch
 
-from posenc._validate import check_even_dim, check_int, check_positive_float, check_tensor
+from posenc._validate import (
+    check_even_dim,
+    check_int,
+    check_int_sequence,
+    check_positive_float,
+    check_tensor,
+)
 
 __all__ = [
     "ORDERS",
@@ -309,7 +315,7 @@ def max_shift_error(
         if offsets.is_floating_point() or offsets.is_complex() or offsets.dtype == torch.bool:
             raise TypeError(f"offsets must hold integers, got dtype {offsets.dtype}")
         offsets = offsets.tolist()
-    offsets = [check_int(f"offsets[{j}]", k) for j, k in enumerate(offsets)]
+    offsets = check_int_sequence("offsets", offsets)
     if encoding.dim() != 2:
         raise ValueError(f"encoding must be [T, D], got shape {tuple(encoding.shape)}")
     t, d = encoding.shape

@@ -32,6 +32,7 @@ from posenc import plots
 from posenc._validate import (
     check_even_dim,
     check_int,
+    check_int_sequence,
     check_positions,
     check_positive_float,
     check_tensor,
@@ -302,9 +303,9 @@ def wavelength_range_table(dims=(128, 512), base: float = 10000.0) -> str:
            D  first (2 pi)  last, computed  2 pi base^((D-2)/D)  2 pi base
            4           6.3            62.8                 62.8      628.3
     """
-    dims = list(dims)
-    if not dims:
-        raise ValueError("dims must name at least one feature size D, got none")
+    if isinstance(dims, (list, tuple)) and not dims:
+        raise ValueError(f"dims must name at least one feature size D, got none: {dims!r}")
+    dims = check_int_sequence("dims", dims)
     base = check_positive_float("base", base)
     lines = [
         f"{'D':>4} {'first (2 pi)':>13} {'last, computed':>15} "
@@ -720,11 +721,9 @@ def dot_product_figure(
         >>> plt.close(fig)
     """
     check_int("max_offset", max_offset, minimum=1)
-    starts = list(starts)
-    if not starts:
-        raise ValueError("starts must name at least one position p, got none")
-    for n, p in enumerate(starts):
-        check_int(f"starts[{n}]", p, minimum=0)
+    if isinstance(starts, (list, tuple)) and not starts:
+        raise ValueError(f"starts must name at least one position p, got none: {starts!r}")
+    starts = check_int_sequence("starts", starts, minimum=0)
     pe = sinusoidal_encoding(max(starts) + max_offset + 1, dim, base).double()
     k = torch.arange(max_offset + 1)
     fig, ax = plots.figure(width=7.0, height=3.0)

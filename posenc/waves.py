@@ -18,7 +18,7 @@ import matplotlib.animation
 import torch
 
 from posenc import plots
-from posenc._validate import check_int, check_positive_float
+from posenc._validate import check_int, check_positive_float, check_str_sequence
 
 __all__ = [
     "ambiguity_figure",
@@ -47,6 +47,14 @@ def _check_real(name: str, value: object, *, minimum: float | None = None) -> fl
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {name}={value}")
     return float(value)
+
+
+def _check_floating(name: str, x: object) -> torch.Tensor:
+    """A floating tensor; the message says what came instead (a type or a dtype)."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(f"{name} must be a floating torch.Tensor, got {got}")
+    return x
 
 
 def _as_angles(name: str, t: object) -> torch.Tensor:
@@ -131,8 +139,7 @@ def rounded(x: torch.Tensor, decimals: int = 6) -> torch.Tensor:
         >>> rounded(torch.tensor([-1e-9, 0.1234567, -0.0], dtype=torch.float64), 3).tolist()
         [0.0, 0.123, 0.0]
     """
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-        raise TypeError(f"x must be a floating torch.Tensor, got {type(x).__name__}")
+    _check_floating("x", x)
     check_int("decimals", decimals, minimum=0)
     return torch.round(x, decimals=decimals) + 0.0
 
@@ -200,8 +207,11 @@ def format_table(labels: Sequence[str], values: torch.Tensor, names: Sequence[st
         t   0  π
         y   0  1
     """
-    if not isinstance(values, torch.Tensor) or values.dim() != 2:
-        raise TypeError(f"values must be a 2-D torch.Tensor [R, T], got {type(values).__name__}")
+    if not isinstance(values, torch.Tensor) or values.dim() != 2 or values.numel() == 0:
+        got = tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__
+        raise TypeError(f"values must be a non-empty 2-D torch.Tensor [R, T], got {got}")
+    labels = check_str_sequence("labels", labels)
+    names = check_str_sequence("names", names)
     if len(labels) != values.shape[1]:
         raise ValueError(f"labels must have T={values.shape[1]} entries, got {len(labels)}")
     if len(names) != values.shape[0]:
@@ -269,8 +279,7 @@ def angle_from_pair(sin: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
         True
     """
     for name, x in (("sin", sin), ("cos", cos)):
-        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-            raise TypeError(f"{name} must be a floating torch.Tensor, got {type(x).__name__}")
+        _check_floating(name, x)
     if sin.shape != cos.shape:
         raise ValueError(
             f"sin and cos must have the same shape, got {tuple(sin.shape)} and {tuple(cos.shape)}"
@@ -301,8 +310,7 @@ def collisions(points: torch.Tensor, *, atol: float = 1e-9) -> torch.Tensor:
         tensor([[0, 2],
                 [1, 3]])
     """
-    if not isinstance(points, torch.Tensor) or not points.is_floating_point():
-        raise TypeError(f"points must be a floating torch.Tensor, got {type(points).__name__}")
+    _check_floating("points", points)
     if points.dim() not in (1, 2) or points.shape[0] == 0:
         raise ValueError(f"points must be a non-empty [T] or [T, D], got {tuple(points.shape)}")
     tol = _check_real("atol", atol, minimum=0.0)

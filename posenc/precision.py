@@ -1,0 +1,1208 @@
+"""RoPE in low-precision floats: the measurements and figures of chapter 14.
+
+A model held in bfloat16 or float16 invites computing everything in that dtype, RoPE's
+angles included. This module measures what that costs, against float64:
+
+- which integers a float format holds: :func:`significand_bits`, :func:`spacing`,
+  :func:`first_inexact_integer`, :func:`spacing_table`, :func:`stored_positions`,
+  :func:`position_rounding_figure`;
+- angles ``p * theta_i`` computed by a :class:`Recipe` (the dtype the positions, the
+  frequencies and the product are held in): :data:`RECIPES`, :func:`recipe_angles`,
+  :func:`angle_errors`, :func:`angle_error_curves`, :func:`angle_error_table`,
+  :func:`angle_error_figure`;
+- what the errors do to attention scores and to the relative property:
+  :func:`exact_rope`, :func:`offset_scores`, :func:`relative_error_table`,
+  :func:`offset_scores_figure`;
+- the fix and whether ``posenc`` follows it: :func:`accepted_dtypes`, :func:`ulp`,
+  :func:`rope_error_bound`, :func:`check_apply_rope`, :class:`RopeCheck`,
+  :func:`format_checks`.
+
+Every measurement is exact IEEE arithmetic (casts and one multiplication) or float64, so
+its printed digits are the same on every machine; only :func:`check_apply_rope` runs
+``posenc``'s own kernels, and it reports booleans against a proven bound.
+
+Shapes: ``T`` positions, ``D`` features (``D/2`` pairs), ``M`` start positions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from posenc import plots
+from posenc._validate import check_even_dim, check_int, check_positions, check_tensor
+from posenc.rope import LAYOUTS, apply_rope, rope_inv_freq
+
+__all__ = [
+    "RECIPES",
+    "Recipe",
+    "RopeCheck",
+    "accepted_dtypes",
+    "angle_error_curves",
+    "angle_error_figure",
+    "angle_error_table",
+    "angle_errors",
+    "check_apply_rope",
+    "exact_rope",
+    "first_inexact_integer",
+    "format_checks",
+    "offset_scores",
+    "offset_scores_figure",
+    "position_rounding_figure",
+    "recipe_angles",
+    "relative_error_table",
+    "rope_error_bound",
+    "significand_bits",
+    "spacing",
+    "spacing_table",
+    "stored_positions",
+    "ulp",
+]
+
+F64 = torch.float64
+TWO_PI = 2 * math.pi
+
+_SHORT = {
+    torch.bfloat16: "bf16",
+    torch.float16: "fp16",
+    torch.float32: "fp32",
+    torch.float64: "fp64",
+}
+
+
+def _name(dtype: torch.dtype) -> str:
+    return _SHORT.get(dtype, str(dtype).removeprefix("torch."))
+
+
+_RECIPE_COLORS = {
+    "fp32 angles": "green",
+    "all bf16": "red",
+    "bf16 angles": "orange",
+    "bf16 inv_freq": "blue",
+    "bf16 positions": "ink",
+    "all fp16": "grey",
+}
+
+
+def _colors(names: Sequence[str]) -> dict[str, str]:
+    """One colour per recipe name: the fix in green, the others from the book's palette."""
+    spare = ["blue", "orange", "red", "ink", "grey"]
+    return {
+        n: plots.COLORS[_RECIPE_COLORS.get(n, spare[i % len(spare)])] for i, n in enumerate(names)
+    }
+
+
+def _check_float_dtype(name: str, dtype: object) -> torch.dtype:
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{name} must be a torch.dtype, got {dtype!r} ({type(dtype).__name__})")
+    if not dtype.is_floating_point:
+        raise ValueError(f"{name} must be a floating dtype, got {name}={dtype}")
+    try:
+        info = torch.finfo(dtype)
+    except TypeError:
+        raise ValueError(
+            f"{name} must be a floating dtype with finfo, got {name}={dtype}"
+        ) from None
+    if info.min >= 0:
+        raise ValueError(f"{name} must be a signed floating dtype, got {name}={dtype} (no sign)")
+    return dtype
+
+
+def _eps(dtype: torch.dtype) -> float:
+    """Gap between 1 and the next number ``dtype`` holds, found by rounding (not ``finfo``).
+
+    ``torch.finfo`` reports 0.125 for ``float8_e5m2fnuz``, which has 2 fraction bits (0.25).
+    """
+    if dtype in (torch.float32, F64):
+        return torch.finfo(dtype).eps
+    one = torch.ones((), dtype=torch.float32)
+    for k in range(1, 24):
+        if ((one + 2.0**-k).to(dtype).to(torch.float32) == 1).item():
+            return 2.0 ** (1 - k)
+    return torch.finfo(dtype).eps
+
+
+def _check_inv_freq(inv_freq: object) -> torch.Tensor:
+    check_tensor("inv_freq", inv_freq, min_dim=1)
+    if inv_freq.dim() != 1 or inv_freq.numel() == 0:
+        raise ValueError(f"inv_freq must be 1-D and non-empty ([D/2]), got {tuple(inv_freq.shape)}")
+    if not bool(torch.isfinite(inv_freq).all()) or bool((inv_freq < 0).any()):
+        raise ValueError(
+            "inv_freq must be finite and non-negative, got a negative or non-finite entry"
+        )
+    return inv_freq
+
+
+# --- which integers a format holds ----------------------------------------------------------
+
+
+def significand_bits(dtype: torch.dtype) -> int:
+    """Bits of precision of a float format, the implicit leading bit included.
+
+    bfloat16 has 8, float16 11, float32 24, float64 53: every integer up to
+    ``2**bits`` is exact, and above it only every second, fourth, ... integer.
+
+    Args:
+        dtype: a signed floating dtype.
+
+    Returns:
+        The number of significand bits, ``1 - log2(eps)``.
+
+    Raises:
+        TypeError: if ``dtype`` is not a torch.dtype.
+        ValueError: if it is not a signed floating dtype.
+
+    Example:
+        >>> significand_bits(torch.bfloat16), significand_bits(torch.float16)
+        (8, 11)
+    """
+    dtype = _check_float_dtype("dtype", dtype)
+    return 1 - round(math.log2(_eps(dtype)))
+
+
+def spacing(value: float, dtype: torch.dtype) -> float:
+    """Gap between ``value`` and the next number above it that ``dtype`` holds.
+
+    For a normal number ``v`` it is ``eps * 2**floor(log2 |v|)``; past the largest finite
+    value of the format it is ``inf``.
+
+    Args:
+        value: a finite real number (its magnitude is used).
+        dtype: a signed floating dtype.
+
+    Returns:
+        The spacing as a float.
+
+    Raises:
+        TypeError: if ``value`` is not a real number or ``dtype`` not a dtype.
+        ValueError: if ``value`` is not finite or ``dtype`` not a signed floating dtype.
+
+    Example:
+        >>> spacing(256, torch.bfloat16), spacing(2048, torch.float16), spacing(1.0, torch.float32)
+        (2.0, 2.0, 1.1920928955078125e-07)
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"value must be a real number, got {value!r} ({type(value).__name__})")
+    if not math.isfinite(value):
+        raise ValueError(f"value must be finite, got value={value}")
+    info = torch.finfo(_check_float_dtype("dtype", dtype))
+    v = abs(value)
+    if v > info.max:
+        return math.inf
+    exponent = math.frexp(max(v, info.smallest_normal))[1] - 1  # floor(log2 v)
+    return _eps(dtype) * 2.0**exponent
+
+
+def first_inexact_integer(dtype: torch.dtype) -> int:
+    """The smallest positive integer that ``dtype`` cannot hold: ``2**bits + 1``.
+
+    Args:
+        dtype: a signed floating dtype.
+
+    Returns:
+        The integer (257 for bfloat16, 2049 for float16, 16777217 for float32).
+
+    Raises:
+        TypeError, ValueError: as :func:`significand_bits`.
+
+    Example:
+        >>> first_inexact_integer(torch.bfloat16)
+        257
+    """
+    return 2 ** significand_bits(dtype) + 1
+
+
+def spacing_table(
+    values: Sequence[int] = (256, 2048, 8192, 65536, 131072),
+    dtypes: Sequence[torch.dtype] = (torch.bfloat16, torch.float16, torch.float32),
+) -> str:
+    """A text table of :func:`spacing` above each value, one column per dtype.
+
+    Args:
+        values: non-negative integers (positions).
+        dtypes: signed floating dtypes.
+
+    Returns:
+        The table; ``inf`` marks a value the format cannot hold (it overflows).
+
+    Raises:
+        TypeError, ValueError: for an empty or non-integer ``values`` or a bad dtype.
+
+    Example:
+        >>> print(spacing_table([256], [torch.bfloat16]))
+        above   bf16
+          256      2
+    """
+    values = check_positions(
+        "values", list(values) if isinstance(values, (list, tuple)) else values
+    )
+    if isinstance(dtypes, (str, bytes)) or not isinstance(dtypes, Sequence) or not dtypes:
+        raise TypeError(f"dtypes must be a non-empty sequence of torch dtypes, got {dtypes!r}")
+    dtypes = [_check_float_dtype(f"dtypes[{i}]", d) for i, d in enumerate(dtypes)]
+    lines = ["above " + "".join(f"{_name(d):>10}" for d in dtypes)]
+    for v in values.tolist():
+        lines.append(f"{v:>6}" + "".join(f"{spacing(v, d):>10.3g}" for d in dtypes))
+    return "\n".join(lines)
+
+
+def stored_positions(positions, dtype: torch.dtype) -> torch.Tensor:
+    """The positions as they come back after being stored in ``dtype``, in float64.
+
+    Args:
+        positions: integer positions ``[T]`` (int, sequence or integer tensor).
+        dtype: a signed floating dtype.
+
+    Returns:
+        float64 ``[T]`` on the positions' device: rounded to the nearest value ``dtype``
+        holds, ``inf`` past its largest finite value.
+
+    Raises:
+        TypeError, ValueError: for non-integer or empty positions or a bad dtype.
+
+    Example:
+        >>> stored_positions([255, 256, 257, 258], torch.bfloat16).tolist()
+        [255.0, 256.0, 256.0, 258.0]
+    """
+    p = check_positions("positions", positions, nonnegative=False)
+    dtype = _check_float_dtype("dtype", dtype)
+    return p.to(F64).to(dtype).to(F64)
+
+
+def position_rounding_figure(
+    max_position: int = 131072,
+    dtypes: Sequence[torch.dtype] = (torch.bfloat16, torch.float16),
+    *,
+    window: int = 56,
+    window_start: int = 2020,
+):
+    """Left: largest rounding error of a stored position; right: stored against true positions.
+
+    Left, the largest ``|stored p - p|`` over log-spaced bins of positions up to
+    ``max_position`` (a dotted line where a format overflows); right, ``window`` consecutive
+    positions from ``window_start`` as each format stores them.
+
+    Args:
+        max_position: last position (at least 2).
+        dtypes: signed floating dtypes to draw.
+        window: positions in the close-up (at least 2).
+        window_start: first position of the close-up (non-negative).
+
+    Returns:
+        The matplotlib figure.
+
+    Raises:
+        TypeError, ValueError: for bad sizes or dtypes.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> plt.close(position_rounding_figure(1000, window=8, window_start=300))
+    """
+    check_int("max_position", max_position, minimum=2)
+    check_int("window", window, minimum=2)
+    check_int("window_start", window_start, minimum=0)
+    dtypes = _check_dtypes(dtypes)
+    fig, (left, right) = plots.figure(1, 2, width=9.0, height=3.4)
+    p = torch.arange(1, max_position + 1)
+    close = torch.arange(window_start, window_start + window)
+    right.plot(close, close, color=plots.COLORS["grey"], lw=1.0, label="exact")
+    colors = [plots.COLORS[c] for c in ("blue", "orange", "red", "green", "ink")]
+    for i, d in enumerate(dtypes):
+        color = colors[i % len(colors)]
+        stored = stored_positions(p, d)
+        finite = torch.isfinite(stored)
+        err = (stored - p.to(F64)).abs()
+        x, top = _log_bins(err[finite], p[finite], 60)
+        left.step(
+            x,
+            torch.where(top > 0, top, torch.nan),
+            where="pre",
+            lw=1.5,
+            color=color,
+            label=_name(d),
+        )
+        if not bool(finite.all()):
+            first = int(p[~finite][0])
+            left.axvline(
+                first, ls=":", color=color, lw=1.2, label=f"{_name(d)} overflows ({first})"
+            )
+        right.step(
+            close, stored_positions(close, d), where="mid", lw=1.5, color=color, label=_name(d)
+        )
+    left.set_xscale("log")
+    left.set_yscale("log", base=2)
+    left.set_xlabel("position p")
+    left.set_ylabel("largest |stored p - p|")
+    left.set_title("Rounding error of a stored position")
+    left.legend(fontsize=8)
+    right.set_xlabel("position p")
+    right.set_ylabel("stored p")
+    right.set_title(f"Positions {window_start} to {window_start + window - 1}")
+    right.legend(fontsize=8)
+    return fig
+
+
+def _check_dtypes(dtypes: object) -> list[torch.dtype]:
+    if isinstance(dtypes, (str, bytes, torch.dtype)) or not isinstance(dtypes, Sequence):
+        raise TypeError(f"dtypes must be a sequence of torch dtypes, got {dtypes!r}")
+    if not dtypes:
+        raise ValueError("dtypes must not be empty, got an empty sequence")
+    return [_check_float_dtype(f"dtypes[{i}]", d) for i, d in enumerate(dtypes)]
+
+
+# --- angles computed in a given precision --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How an implementation computes RoPE's angles ``p * theta_i``.
+
+    ``angle = round_angle( round_position(p) * round_freq(theta_i) )``: the position is
+    stored in ``position_dtype``, the frequency in ``freq_dtype``, and their exact product
+    is rounded once to ``angle_dtype`` (one IEEE multiplication in that dtype when all
+    three agree).
+
+    Attributes:
+        position_dtype, freq_dtype, angle_dtype: signed floating dtypes.
+
+    Raises:
+        TypeError, ValueError: if a field is not a signed floating dtype.
+
+    Example:
+        >>> r = Recipe(torch.bfloat16, torch.float64, torch.float64)  # positions in bf16
+        >>> recipe_angles([300], torch.tensor([1.0]), r).item()  # 300 is stored as 300
+        300.0
+        >>> recipe_angles([301], torch.tensor([1.0]), r).item()  # 301 is not
+        300.0
+    """
+
+    position_dtype: torch.dtype
+    freq_dtype: torch.dtype
+    angle_dtype: torch.dtype
+
+    def __post_init__(self):
+        for name in ("position_dtype", "freq_dtype", "angle_dtype"):
+            _check_float_dtype(name, getattr(self, name))
+
+
+_BF, _FP, _F32 = torch.bfloat16, torch.float16, torch.float32
+RECIPES = {
+    "exact (fp64)": Recipe(F64, F64, F64),
+    "fp32 angles": Recipe(_F32, _F32, _F32),
+    "bf16 positions": Recipe(_BF, F64, F64),
+    "bf16 inv_freq": Recipe(F64, _BF, F64),
+    "bf16 angles": Recipe(_F32, _F32, _BF),
+    "all bf16": Recipe(_BF, _BF, _BF),
+    "fp16 positions": Recipe(_FP, F64, F64),
+    "fp16 inv_freq": Recipe(F64, _FP, F64),
+    "fp16 angles": Recipe(_F32, _F32, _FP),
+    "all fp16": Recipe(_FP, _FP, _FP),
+}
+"""The recipes chapter 14 compares, by name.
+
+``"exact (fp64)"`` is the reference; ``"fp32 angles"`` is the fix (integer positions and
+frequencies turned into float32 only to multiply them, as ``posenc`` and transformers do);
+the others hold one or all of the three quantities in bfloat16 or float16."""
+
+
+def _recipe(recipe: object) -> Recipe:
+    if isinstance(recipe, Recipe):
+        return recipe
+    if isinstance(recipe, str):
+        if recipe in RECIPES:
+            return RECIPES[recipe]
+        raise ValueError(f"recipe must be a Recipe or one of {sorted(RECIPES)}, got {recipe!r}")
+    raise TypeError(f"recipe must be a Recipe or a name (str), got {type(recipe).__name__}")
+
+
+def recipe_angles(positions, inv_freq: torch.Tensor, recipe) -> torch.Tensor:
+    """RoPE's angles ``p * theta_i`` as ``recipe`` computes them, returned in float64.
+
+    Args:
+        positions: integer positions ``[T]`` (may be negative).
+        inv_freq: frequencies ``[D/2]`` (any floating dtype; read as float64).
+        recipe: a :class:`Recipe` or a key of :data:`RECIPES`.
+
+    Returns:
+        float64 ``[T, D/2]`` on the positions' device; ``inf`` where a position overflows
+        the position dtype or the angle overflows the angle dtype.
+
+    Raises:
+        TypeError, ValueError: for bad positions, frequencies or recipe.
+
+    Example:
+        >>> f = torch.tensor([1.0, 0.75], dtype=torch.float64)
+        >>> recipe_angles([257], f, "bf16 positions").tolist()
+        [[256.0, 192.0]]
+    """
+    p = check_positions("positions", positions, nonnegative=False)
+    f = _check_inv_freq(inv_freq)
+    r = _recipe(recipe)
+    p = p.to(F64).to(r.position_dtype).to(F64)  # [T]
+    f = f.to(device=p.device, dtype=F64).to(r.freq_dtype).to(F64)  # [D/2]
+    # both factors have at most 24 significant bits unless float64, so the float64 product is
+    # exact and the cast below rounds once
+    return (p[:, None] * f[None, :]).to(r.angle_dtype).to(F64)
+
+
+def _circle_errors(got: torch.Tensor, exact: torch.Tensor) -> torch.Tensor:
+    """Largest distance on the circle over the last axis: ``[..., D/2] -> [...]`` in [0, pi].
+
+    An angle that is not finite gives NaN in the wrap and ``inf`` in the result.
+    """
+    d = got - exact
+    d -= torch.round(d / TWO_PI).mul_(TWO_PI)
+    top = d.abs_().amax(dim=-1)
+    return torch.where(torch.isnan(top), torch.inf, top)
+
+
+def angle_errors(positions, inv_freq: torch.Tensor, recipe) -> torch.Tensor:
+    """Largest angle error over the pairs, per position, against the float64 angles.
+
+    Errors are taken modulo ``2 pi`` (an angle off by a whole turn is right), so they lie in
+    ``[0, pi]``; ``inf`` marks a position whose angle overflowed.
+
+    Args:
+        positions: integer positions ``[T]``.
+        inv_freq: frequencies ``[D/2]``.
+        recipe: a :class:`Recipe` or a key of :data:`RECIPES`.
+
+    Returns:
+        float64 ``[T]``, radians.
+
+    Raises:
+        TypeError, ValueError: as :func:`recipe_angles`.
+
+    Example:
+        >>> f = torch.tensor([1.0, 0.75], dtype=torch.float64)
+        >>> angle_errors([256, 257], f, "bf16 positions").tolist()
+        [0.0, 1.0]
+    """
+    got = recipe_angles(positions, inv_freq, recipe)
+    exact = recipe_angles(positions, inv_freq, RECIPES["exact (fp64)"])
+    return _circle_errors(got, exact)
+
+
+def _check_names(recipes: object) -> list[str]:
+    if isinstance(recipes, (str, bytes)) or not isinstance(recipes, Sequence):
+        raise TypeError(f"recipes must be a sequence of recipe names, got {recipes!r}")
+    if not recipes:
+        raise ValueError("recipes must not be empty, got an empty sequence")
+    for name in recipes:
+        if not isinstance(name, str):
+            raise TypeError(f"recipes must hold names (str), got {name!r}")
+        _recipe(name)
+    return list(recipes)
+
+
+def _check_ints(name: str, values: object, *, minimum: int) -> list[int]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise TypeError(f"{name} must be a sequence of ints, got {values!r}")
+    if not values:
+        raise ValueError(f"{name} must not be empty, got {values!r}")
+    for v in values:
+        check_int(f"{name} entries", v, minimum=minimum)
+    return list(values)
+
+
+def angle_error_curves(
+    inv_freq: torch.Tensor,
+    max_position: int = 131072,
+    recipes: Sequence[str] = tuple(RECIPES)[1:],
+) -> dict[str, torch.Tensor]:
+    """:func:`angle_errors` at every position ``0 .. max_position``, for each recipe.
+
+    Args:
+        inv_freq: frequencies ``[D/2]``.
+        max_position: the last position (at least 1).
+        recipes: names in :data:`RECIPES`.
+
+    Returns:
+        ``{name: float64 [max_position + 1]}``, entry ``p`` the error at position ``p``.
+
+    Raises:
+        TypeError, ValueError: for bad frequencies, length or recipe names.
+
+    Example:
+        >>> e = angle_error_curves(rope_inv_freq(8), 300, ["bf16 positions"])
+        >>> e["bf16 positions"].shape, e["bf16 positions"][:257].max().item()
+        (torch.Size([301]), 0.0)
+    """
+    f = _check_inv_freq(inv_freq)
+    check_int("max_position", max_position, minimum=1)
+    names = _check_names(recipes)
+    p = torch.arange(max_position + 1, device=f.device)
+    exact = recipe_angles(p, f, RECIPES["exact (fp64)"])  # [T, D/2]
+    return {name: _circle_errors(recipe_angles(p, f, name), exact) for name in names}
+
+
+def _check_curves(curves: object) -> dict[str, torch.Tensor]:
+    if not isinstance(curves, dict):
+        raise TypeError(f"curves must be a dict name -> errors, got {type(curves).__name__}")
+    if not curves:
+        raise ValueError("curves must not be empty, got {}")
+    for name, err in curves.items():
+        if not isinstance(name, str):
+            raise TypeError(f"curves must be keyed by names (str), got {name!r}")
+        check_tensor(f"curves[{name!r}]", err, min_dim=1)
+        if err.dim() != 1 or err.numel() < 2:
+            raise ValueError(
+                f"curves[{name!r}] must be 1-D errors at positions 0, 1, ..., got shape "
+                f"{tuple(err.shape)}"
+            )
+    return curves
+
+
+def angle_error_table(
+    curves: dict[str, torch.Tensor],
+    checkpoints: Sequence[int] = (1024, 8192, 32768, 131072),
+) -> str:
+    """Largest angle error over positions ``0 .. c`` for each checkpoint ``c``, per recipe.
+
+    Args:
+        curves: the result of :func:`angle_error_curves`.
+        checkpoints: last positions (positive ints within the curves).
+
+    Returns:
+        A text table in radians, 2 significant digits (``inf``: the angle overflowed; an
+        error can be at most ``pi`` = 3.1).
+
+    Raises:
+        TypeError, ValueError: for bad curves or checkpoints.
+
+    Example:
+        >>> f = torch.tensor([1.0, 0.75], dtype=torch.float64)
+        >>> print(angle_error_table(angle_error_curves(f, 300, ["bf16 positions"]), [256, 300]))
+        positions up to         256       300
+        bf16 positions            0         1
+    """
+    curves = _check_curves(curves)
+    checkpoints = _check_ints("checkpoints", checkpoints, minimum=1)
+    shortest = min(e.numel() for e in curves.values()) - 1
+    if max(checkpoints) > shortest:
+        raise ValueError(
+            f"checkpoints must be at most the last position of the curves ({shortest}), "
+            f"got {max(checkpoints)}"
+        )
+    width = max(len(n) for n in [*curves, "positions up to"]) + 2
+    lines = ["positions up to".ljust(width) + "".join(f"{c:>10}" for c in checkpoints)]
+    for name, err in curves.items():
+        cells = "".join(_fmt_err(err[: c + 1].max().item(), 10) for c in checkpoints)
+        lines.append(name.ljust(width) + cells)
+    return "\n".join(lines)
+
+
+def _log_bins(values: torch.Tensor, positions: torch.Tensor, bins: int) -> tuple:
+    """Maximum of ``values`` over log-spaced bins of ``positions`` (positions >= 1)."""
+    edges = torch.logspace(0, math.log10(float(positions.max()) + 1), bins + 1, dtype=F64)
+    index = torch.bucketize(positions.to(F64), edges, right=True).clamp(1, bins) - 1
+    top = torch.full((bins,), -torch.inf, dtype=F64).scatter_reduce(
+        0, index, values, reduce="amax", include_self=True
+    )
+    keep = top > -torch.inf
+    return edges[1:][keep], top[keep]
+
+
+def angle_error_figure(curves: dict[str, torch.Tensor], *, bins: int = 80):
+    """Largest angle error against position, log-log, one line per recipe.
+
+    Each point is the largest error over a bin of positions; errors are drawn up to ``pi``
+    (an angle off by ``pi`` or more is arbitrary), and an overflow is drawn as ``pi``.
+    Recipes with ``fp16`` in their name are dashed.
+
+    Args:
+        curves: the result of :func:`angle_error_curves`.
+        bins: number of log-spaced bins of positions (at least 2).
+
+    Returns:
+        The matplotlib figure.
+
+    Raises:
+        TypeError, ValueError: for bad curves or bins.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> plt.close(angle_error_figure(angle_error_curves(rope_inv_freq(8), 1000, ["fp32 angles"])))
+    """
+    curves = _check_curves(curves)
+    check_int("bins", bins, minimum=2)
+    fig, ax = plots.figure(width=7.5, height=3.8)
+    colors = _colors(list(curves))
+    for name, err in curves.items():
+        p = torch.arange(1, err.numel())
+        x, top = _log_bins(err[1:].cpu().clamp(max=math.pi), p, bins)
+        top = torch.where(top > 0, top, torch.nan)  # exact angles have no place on a log axis
+        style = ":" if "positions" in name else "--" if "fp16" in name else "-"
+        ax.plot(x, top, style, lw=2.2 if style == ":" else 1.5, label=name, color=colors[name])
+    ax.axhline(math.pi, color=plots.COLORS["grey"], lw=0.8, ls=":")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("position p")
+    ax.set_ylabel("largest angle error (rad)")
+    ax.set_title("Angle error against float64")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=3)
+    return fig
+
+
+# --- effect on scores -----------------------------------------------------------------------
+
+
+def _check_layout(layout: object) -> str:
+    if not isinstance(layout, str) or layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
+    return layout
+
+
+def _pairs_as_complex(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """``x[..., D]`` float64 -> complex ``[..., D/2]``, pair ``i`` as ``a + 1j b``."""
+    half = x.shape[-1] // 2
+    if layout == "interleaved":
+        return torch.complex(x[..., 0::2], x[..., 1::2])
+    if layout == "half":
+        return torch.complex(x[..., :half], x[..., half:])
+    raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
+
+
+def _complex_as_pairs(z: torch.Tensor, layout: str) -> torch.Tensor:
+    if layout == "interleaved":
+        return torch.stack([z.real, z.imag], dim=-1).flatten(-2)
+    if layout == "half":
+        return torch.cat([z.real, z.imag], dim=-1)
+    raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
+
+
+def exact_rope(
+    x: torch.Tensor,
+    positions,
+    inv_freq: torch.Tensor,
+    recipe="exact (fp64)",
+    *,
+    layout: str = "interleaved",
+) -> torch.Tensor:
+    """RoPE in float64 with the angles of ``recipe``: only the angles carry rounding.
+
+    Written independently of :func:`posenc.apply_rope`: each pair is a complex number,
+    multiplied by ``exp(1j * angle)``. With the default recipe it is the float64 reference
+    every other result is compared with.
+
+    Args:
+        x: head vectors ``[..., T, D]`` (read as float64).
+        positions: integer positions ``[T]``.
+        inv_freq: frequencies ``[D/2]``.
+        recipe: a :class:`Recipe` or a key of :data:`RECIPES`.
+        layout: ``"interleaved"`` or ``"half"``.
+
+    Returns:
+        float64 ``[..., T, D]`` on ``x``'s device.
+
+    Raises:
+        TypeError, ValueError: for a bad ``x`` (odd ``D``, no positions, ``D/2`` not the
+            length of ``inv_freq``), positions of the wrong length, a bad recipe or layout.
+
+    Example:
+        >>> x = torch.randn(3, 8, dtype=torch.float64)
+        >>> torch.allclose(exact_rope(x, [0, 5, 9], rope_inv_freq(8)), apply_rope(x, [0, 5, 9]))
+        True
+    """
+    check_tensor("x", x, min_dim=2)
+    layout = _check_layout(layout)
+    f = _check_inv_freq(inv_freq)
+    dim, length = x.shape[-1], x.shape[-2]
+    if dim == 0 or dim % 2 or dim // 2 != f.numel():
+        raise ValueError(
+            f"x must have D = 2 * len(inv_freq) = {2 * f.numel()} features, got D={dim}"
+        )
+    p = check_positions("positions", positions, nonnegative=False)
+    if p.numel() != length:
+        raise ValueError(
+            f"positions must have one entry per position (T={length}), got {p.numel()}"
+        )
+    angles = recipe_angles(p.to(x.device), f.to(x.device), recipe)  # [T, D/2]
+    z = _pairs_as_complex(x.to(F64), layout) * torch.polar(torch.ones_like(angles), angles)
+    return _complex_as_pairs(z, layout)
+
+
+def offset_scores(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    starts,
+    offset: int,
+    inv_freq: torch.Tensor,
+    recipe="exact (fp64)",
+) -> torch.Tensor:
+    """Scores ``<R_m q, R_(m+offset) k> / (|q| |k|)`` for each start ``m``, angles by ``recipe``.
+
+    In exact arithmetic the score depends on ``offset`` only, so the result is constant;
+    any spread is the recipe's rounding.
+
+    Args:
+        q, k: vectors ``[D]``.
+        starts: integer start positions ``[M]``.
+        offset: the distance from query to key (any int).
+        inv_freq: frequencies ``[D/2]``.
+        recipe: a :class:`Recipe` or a key of :data:`RECIPES`.
+
+    Returns:
+        float64 ``[M]``, cosines in ``[-1, 1]`` (NaN where an angle overflowed).
+
+    Raises:
+        TypeError, ValueError: for bad vectors, positions, offset, frequencies or recipe.
+
+    Example:
+        >>> q, k = torch.randn(2, 8, dtype=torch.float64)
+        >>> s = offset_scores(q, k, [0, 1000, 5000], 3, rope_inv_freq(8))
+        >>> bool(s.max() - s.min() < 1e-9)
+        True
+    """
+    for name, v in (("q", q), ("k", k)):
+        check_tensor(name, v, min_dim=1)
+        if v.dim() != 1:
+            raise ValueError(f"{name} must be one vector [D], got shape {tuple(v.shape)}")
+    if q.shape != k.shape:
+        raise ValueError(
+            f"q and k must have the same shape, got {tuple(q.shape)} and {tuple(k.shape)}"
+        )
+    if q.device != k.device:
+        raise ValueError(f"q and k must be on one device, got {q.device} and {k.device}")
+    m = check_positions("starts", starts, nonnegative=False).to(q.device)
+    check_int("offset", offset)
+    f = _check_inv_freq(inv_freq)
+    if q.shape[-1] != 2 * f.numel():
+        raise ValueError(
+            f"q must have D = 2 * len(inv_freq) = {2 * f.numel()} features, got D={q.shape[-1]}"
+        )
+    # <R_m q, R_n k> = Re sum_i q_i conj(k_i) exp(1j (a_m,i - a_n,i)), pairs as complex numbers
+    h = (
+        _pairs_as_complex(q.to(F64), "interleaved")
+        * _pairs_as_complex(k.to(F64), "interleaved").conj()
+    )
+    d = recipe_angles(m, f, recipe) - recipe_angles(m + offset, f, recipe)  # [M, D/2]
+    score = (h.real * d.cos() - h.imag * d.sin()).sum(-1)
+    return score / (q.to(F64).norm() * k.to(F64).norm())
+
+
+def relative_error_table(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    inv_freq: torch.Tensor,
+    *,
+    offset: int = 1,
+    ranges: Sequence[tuple[int, int]] = ((0, 1024), (1024, 8192), (8192, 32768), (32768, 131072)),
+    recipes: Sequence[str] = (
+        "fp32 angles",
+        "bf16 positions",
+        "bf16 inv_freq",
+        "all bf16",
+        "all fp16",
+    ),
+    samples: int = 4096,
+) -> str:
+    """Largest error of the score at a fixed ``offset``, per range of start positions.
+
+    Each cell is ``max_m |score_recipe(m) - score_exact|`` over starts ``m`` in the range,
+    scores as in :func:`offset_scores` (cosines, so errors lie in ``[0, 2]``); ``nan``
+    means an angle overflowed. A range longer than ``samples`` is sampled at an odd stride
+    (so both even and odd starts are met), starting at its first start.
+
+    Args:
+        q, k: vectors ``[D]``.
+        inv_freq: frequencies ``[D/2]``.
+        offset: the fixed distance.
+        ranges: ``(start, stop)`` pairs of starts, ``0 <= start < stop``.
+        recipes: names in :data:`RECIPES`.
+        samples: most starts taken from one range (at least 1).
+
+    Returns:
+        A text table, 2 significant digits (errors below 1e-12 shown as 0).
+
+    Raises:
+        TypeError, ValueError: for bad vectors, ranges or recipes.
+
+    Example:
+        >>> q, k = torch.randn(2, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        >>> f = rope_inv_freq(8)
+        >>> print(relative_error_table(q, k, f, ranges=[(0, 64), (256, 512)], recipes=["bf16 positions"]))
+        starts               0-63  256-511
+        bf16 positions          0     0.22
+    """
+    check_int("offset", offset)
+    if isinstance(ranges, (str, bytes)) or not isinstance(ranges, Sequence) or not ranges:
+        raise TypeError(
+            f"ranges must be a non-empty sequence of (start, stop) pairs, got {ranges!r}"
+        )
+    for r in ranges:
+        if not (isinstance(r, (tuple, list)) and len(r) == 2):
+            raise TypeError(f"ranges must hold (start, stop) pairs, got {r!r}")
+        check_int("ranges start", r[0], minimum=0)
+        check_int("ranges stop", r[1], minimum=r[0] + 1)
+    names = _check_names(recipes)
+    check_int("samples", samples, minimum=1)
+    exact = offset_scores(q, k, [0], offset, inv_freq)[0]
+    labels = [f"{a}-{b - 1}" for a, b in ranges]
+    width = max(len(n) for n in [*names, "starts"]) + 2
+    cols = max(len(s) for s in labels) + 2
+    lines = ["starts".ljust(width) + "".join(f"{s:>{cols}}" for s in labels)]
+    for name in names:
+        cells = []
+        for a, b in ranges:
+            stride = -(-(b - a) // samples) | 1  # ceil, made odd
+            starts = torch.arange(a, b, stride)
+            err = (offset_scores(q, k, starts, offset, inv_freq, name) - exact).abs()
+            top = torch.nan if bool(err.isnan().any()) else err.max().item()
+            cells.append(_fmt_err(top, cols))
+        lines.append(name.ljust(width) + "".join(cells))
+    return "\n".join(lines)
+
+
+def _fmt_err(v: float, width: int) -> str:
+    """An error with 2 significant digits; below 1e-12 (float64 noise) it is shown as 0."""
+    if math.isnan(v):
+        return f"{'nan':>{width}}"
+    if v < 1e-12:
+        return f"{'0':>{width}}"
+    return f"{v:>{width}.2g}"
+
+
+def offset_scores_figure(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    inv_freq: torch.Tensor,
+    *,
+    offset: int = 1,
+    max_position: int = 131072,
+    samples: int = 3000,
+    recipes: Sequence[str] = ("all bf16", "bf16 positions", "fp32 angles"),
+):
+    """The score of a query and a key ``offset`` apart, slid along the sequence.
+
+    The exact score (a horizontal line) does not depend on the start ``m``; each recipe's
+    scores are drawn as dots at ``samples`` log-spaced starts up to ``max_position``.
+
+    Args:
+        q, k: vectors ``[D]``.
+        inv_freq: frequencies ``[D/2]``.
+        offset: distance from query to key.
+        max_position: last start (at least 2).
+        samples: number of starts (at least 2).
+        recipes: names in :data:`RECIPES`.
+
+    Returns:
+        The matplotlib figure.
+
+    Raises:
+        TypeError, ValueError: for bad arguments.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> q, k = torch.randn(2, 8, dtype=torch.float64)
+        >>> plt.close(offset_scores_figure(q, k, rope_inv_freq(8), max_position=500, samples=20))
+    """
+    check_int("offset", offset)
+    check_int("max_position", max_position, minimum=2)
+    check_int("samples", samples, minimum=2)
+    names = _check_names(recipes)
+    starts = torch.unique(
+        torch.logspace(0, math.log10(max_position), samples, dtype=F64).round().long()
+    )
+    fig, ax = plots.figure(width=7.5, height=3.6)
+    exact = offset_scores(q, k, [0], offset, inv_freq)[0].item()
+    colors = _colors(names)
+    for name in names:
+        s = offset_scores(q, k, starts, offset, inv_freq, name).cpu()
+        ax.plot(starts, s, ".", ms=2.5, color=colors[name], label=name)
+    ax.axhline(exact, color=plots.COLORS["ink"], lw=1.0, label="exact")
+    ax.set_xscale("log")
+    ax.set_xlabel("start position m")
+    ax.set_ylabel("score / (|q| |k|)")
+    ax.set_title(f"Query at m, key at m + {offset}")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=len(names) + 1, markerscale=4)
+    return fig
+
+
+# --- the fix, and whether posenc follows it -------------------------------------------------
+
+
+def accepted_dtypes(device: str | torch.device = "cpu") -> list[torch.dtype]:
+    """The floating dtypes :func:`posenc.apply_rope` takes and gives back on ``device``.
+
+    Every floating dtype of this torch build is tried on a small tensor; those that
+    :func:`posenc.apply_rope` accepts and returns in the same dtype are listed, in order of
+    precision (most significand bits last).
+
+    Args:
+        device: where to try (``"cpu"``, ``"cuda"``, a ``torch.device``).
+
+    Returns:
+        A list of dtypes (bfloat16, float16, float32, float64 and the signed float8 formats
+        in recent torch builds).
+
+    Raises:
+        TypeError, ValueError: if ``device`` does not name a device.
+
+    Example:
+        >>> {torch.bfloat16, torch.float16, torch.float32, torch.float64} <= set(accepted_dtypes())
+        True
+    """
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a str or torch.device, got {device!r}")
+    try:
+        device = torch.device(device)
+    except RuntimeError:
+        raise ValueError(
+            f"device must name a device such as 'cpu' or 'cuda', got {device!r}"
+        ) from None
+    found = {getattr(torch, n) for n in dir(torch) if isinstance(getattr(torch, n), torch.dtype)}
+    ok = []
+    x = torch.tensor([[1.0, -0.5], [0.25, 2.0]], device=device)
+    for d in sorted(found, key=str):
+        if not d.is_floating_point:
+            continue
+        try:
+            out = apply_rope(x.to(d), torch.tensor([0, 3], device=device))
+        except (TypeError, ValueError, RuntimeError, NotImplementedError):
+            continue
+        if out.dtype == d:
+            ok.append(d)
+    return sorted(ok, key=lambda d: (-_eps(d), str(d)))
+
+
+def ulp(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Spacing of ``dtype`` at each of ``values``: ``eps * 2**floor(log2 |v|)``, float64.
+
+    Below the smallest normal number the subnormal spacing is used.
+
+    Args:
+        values: a floating tensor of any shape (read as float64).
+        dtype: a signed floating dtype.
+
+    Returns:
+        float64 tensor of the same shape.
+
+    Raises:
+        TypeError, ValueError: for a non-floating tensor or a bad dtype.
+
+    Example:
+        >>> ulp(torch.tensor([1.0, 3.0, 256.0]), torch.bfloat16).tolist()
+        [0.0078125, 0.015625, 2.0]
+    """
+    check_tensor("values", values, min_dim=0)
+    info = torch.finfo(_check_float_dtype("dtype", dtype))
+    v = values.to(F64).abs().clamp_min(info.smallest_normal)
+    return _eps(dtype) * torch.exp2(torch.floor(torch.log2(v)))
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype posenc computes RoPE in for an input of ``dtype`` (DESIGN section 4)."""
+    return F64 if dtype == F64 else torch.float32
+
+
+def rope_error_bound(
+    x: torch.Tensor,
+    positions,
+    inv_freq: torch.Tensor,
+    dtype: torch.dtype,
+    *,
+    layout: str = "interleaved",
+) -> torch.Tensor:
+    """A bound on ``|apply_rope(x in dtype) - exact|`` per element, for the float32 recipe.
+
+    With unit roundoff ``u`` of the compute dtype (float32, or float64 for float64 input),
+    integer positions exact in it, and the frequencies rounded once, the angle
+    ``round(p * round(theta))`` is off by at most ``(2u + u^2) |p| theta``; cos, sin and
+    the rotation of the pair add at most ``8u`` relative to the pair's length ``r``. The
+    result is then rounded once to ``dtype``: half its spacing. So per element
+
+    ``bound = e + ulp_dtype(|exact| + e) / 2``, with ``e = r (3u |p| theta + 8u)``.
+
+    Args:
+        x: head vectors ``[T, D]`` already in ``dtype`` (read as float64).
+        positions: integer positions ``[T]``.
+        inv_freq: frequencies ``[D/2]``.
+        dtype: the dtype of the result.
+        layout: ``"interleaved"`` or ``"half"``.
+
+    Returns:
+        float64 ``[T, D]``.
+
+    Raises:
+        TypeError, ValueError: for bad arguments.
+
+    Example:
+        >>> x = torch.ones(1, 2)
+        >>> b = rope_error_bound(x, [0], torch.ones(1), torch.bfloat16)  # p = 0: no angle error
+        >>> [round(v, 5) for v in b[0].tolist()]  # half the spacing 2**-7 at 1, plus 8u r
+        [0.00391, 0.00391]
+    """
+    check_tensor("x", x, min_dim=2)
+    dtype = _check_float_dtype("dtype", dtype)
+    layout = _check_layout(layout)
+    exact = exact_rope(x, positions, inv_freq, layout=layout)  # validates the rest
+    p = check_positions("positions", positions, nonnegative=False).to(x.device)
+    return _bound(x, exact, p, inv_freq, dtype, layout)
+
+
+def _bound(x, exact, p, inv_freq, dtype, layout) -> torch.Tensor:
+    """:func:`rope_error_bound` for checked arguments and a known ``exact`` result."""
+    u = torch.finfo(_compute_dtype(dtype)).eps / 2
+    f = inv_freq.to(device=x.device, dtype=F64)
+    radius = _pairs_as_complex(x.to(F64), layout).abs()  # [T, D/2]
+    pair_err = radius * (3 * u * p.to(F64).abs()[:, None] * f + 8 * u)  # [T, D/2]
+    e = _complex_as_pairs(torch.complex(pair_err, pair_err), layout)  # [T, D], per element
+    return e + ulp(exact.abs() + e, dtype) / 2
+
+
+@dataclass(frozen=True)
+class RopeCheck:
+    """What :func:`check_apply_rope` found for one dtype.
+
+    Attributes:
+        dtype: the input dtype.
+        layout: the layout checked.
+        dtype_kept: the output has the input's dtype and device.
+        within_bound: every element is within :func:`rope_error_bound`.
+        max_error: largest ``|apply_rope - exact|``.
+        rounding_step: half the spacing of ``dtype`` at the largest ``|exact|``: the error
+            of rounding the exact answer to ``dtype`` can reach it, and no implementation
+            returning ``dtype`` can promise less.
+        max_naive: largest error when the angles, cos and sin are computed in ``dtype``
+            itself (``nan`` where that overflows; None for dtypes torch cannot compute in).
+        angle_part: largest angle term ``3u |p| theta`` of the bound, in radians.
+    """
+
+    dtype: torch.dtype
+    layout: str
+    dtype_kept: bool
+    within_bound: bool
+    max_error: float
+    rounding_step: float
+    max_naive: float | None
+    angle_part: float
+
+
+def _naive_rope(x: torch.Tensor, p: torch.Tensor, f: torch.Tensor, layout: str) -> torch.Tensor:
+    """RoPE computed entirely in ``x``'s dtype (the bug), interleaved or half."""
+    d = x.dtype
+    angles = p.to(d)[:, None] * f.to(device=x.device, dtype=d)[None, :]  # [T, D/2] in dtype
+    cos, sin = angles.cos(), angles.sin()
+    if layout == "interleaved":
+        a, b = x[..., 0::2], x[..., 1::2]
+        return torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2)
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+
+
+def check_apply_rope(
+    x: torch.Tensor,
+    positions,
+    dtype: torch.dtype,
+    *,
+    inv_freq: torch.Tensor | None = None,
+    layout: str = "interleaved",
+) -> RopeCheck:
+    """Run :func:`posenc.apply_rope` on ``x`` cast to ``dtype`` and measure it against float64.
+
+    The reference is :func:`exact_rope` of the same rounded input, so only the work of
+    ``apply_rope`` is measured.
+
+    Args:
+        x: head vectors ``[T, D]`` (any floating dtype, any device).
+        positions: integer positions ``[T]``.
+        dtype: the dtype to run ``apply_rope`` in (e.g. from :func:`accepted_dtypes`).
+        inv_freq: frequencies ``[D/2]``; default ``rope_inv_freq(D)``.
+        layout: ``"interleaved"`` or ``"half"``.
+
+    Returns:
+        A :class:`RopeCheck`.
+
+    Raises:
+        TypeError, ValueError: for bad arguments.
+
+    Example:
+        >>> x = torch.randn(4, 8)
+        >>> c = check_apply_rope(x, [0, 1, 500, 70000], torch.bfloat16)
+        >>> c.dtype_kept, c.within_bound, c.max_error <= c.rounding_step
+        (True, True, True)
+    """
+    check_tensor("x", x, min_dim=2)
+    if x.dim() != 2:
+        raise ValueError(f"x must be [T, D], got shape {tuple(x.shape)}")
+    dtype = _check_float_dtype("dtype", dtype)
+    layout = _check_layout(layout)
+    if inv_freq is None:
+        check_even_dim("x.shape[-1]", x.shape[-1])
+        inv_freq = rope_inv_freq(x.shape[-1])
+    xd = x.to(dtype)
+    exact = exact_rope(xd, positions, inv_freq, layout=layout)  # validates the rest
+    p = check_positions("positions", positions, nonnegative=False).to(x.device)
+    out = apply_rope(xd, p, inv_freq=inv_freq, layout=layout)
+    kept = out.dtype == dtype and out.device == xd.device
+    err = (out.to(F64) - exact).abs()
+    bound = _bound(xd, exact, p, inv_freq, dtype, layout)
+    try:
+        naive = _naive_rope(xd, p, inv_freq, layout).to(F64)
+        diff = (naive - exact).abs()
+        max_naive = torch.nan if bool(diff.isnan().any()) else diff.max().item()
+    except (RuntimeError, NotImplementedError):  # no arithmetic in this dtype (float8)
+        max_naive = None
+    u = torch.finfo(_compute_dtype(dtype)).eps / 2
+    angle_part = (3 * u * p.abs().max().to(F64) * inv_freq.to(F64).max()).item()
+    return RopeCheck(
+        dtype=dtype,
+        layout=layout,
+        dtype_kept=bool(kept),
+        within_bound=bool((err <= bound).all()),
+        max_error=err.max().item(),
+        rounding_step=(ulp(exact.abs().max(), dtype) / 2).item(),
+        max_naive=max_naive,
+        angle_part=angle_part,
+    )
+
+
+def format_checks(checks: Sequence[RopeCheck]) -> str:
+    """A text table of :class:`RopeCheck` results, booleans only (the same on every device).
+
+    Columns: the dtype and layout; whether the dtype and device were kept; whether every
+    element is within :func:`rope_error_bound`; whether the largest error is at most twice
+    the rounding step (the level of rounding the output; ``-`` for float64, the dtype of the
+    reference itself); whether computing the angles, cos and sin in the dtype itself is more
+    than 10 times worse than the rounding step (``-`` where torch cannot compute in that
+    dtype, or for float64).
+
+    Args:
+        checks: results of :func:`check_apply_rope`.
+
+    Returns:
+        The table.
+
+    Raises:
+        TypeError, ValueError: if ``checks`` is empty or holds something else.
+
+    Example:
+        >>> c = check_apply_rope(torch.randn(2, 4), [0, 9], torch.bfloat16)
+        >>> print(format_checks([c]))
+        dtype             layout       kept  within bound  error <= 2 steps  in-dtype > 10 steps
+        bf16              interleaved  True          True              True                False
+    """
+    if isinstance(checks, (str, bytes)) or not isinstance(checks, Sequence):
+        raise TypeError(f"checks must be a sequence of RopeCheck, got {checks!r}")
+    if not checks:
+        raise ValueError("checks must not be empty, got an empty sequence")
+    for c in checks:
+        if not isinstance(c, RopeCheck):
+            raise TypeError(f"checks must hold RopeCheck results, got {type(c).__name__}")
+    head = ("kept", "within bound", "error <= 2 steps", "in-dtype > 10 steps")
+    lines = [f"{'dtype':16}  {'layout':11}" + "".join(f"  {h}" for h in head)]
+    for c in checks:
+        close = "-" if c.dtype == F64 else str(c.max_error <= 2 * c.rounding_step)
+        if c.max_naive is None or c.dtype == F64:
+            naive = "-"
+        else:
+            naive = str(not (c.max_naive <= 10 * c.rounding_step))  # nan counts as worse
+        cells = (str(c.dtype_kept), str(c.within_bound), close, naive)
+        lines.append(
+            f"{_name(c.dtype):16}  {c.layout:11}"
+            + "".join(f"  {v:>{len(h)}}" for v, h in zip(cells, head, strict=True))
+        )
+    return "\n".join(lines)
