@@ -24,6 +24,10 @@ Modules, one idea each:
 - :mod:`posenc.relative_views`: chapter 7's tables, figures and shift experiment.
 - :mod:`posenc.context`: the four terms of a score with additive encodings (chapter 8).
 - :mod:`posenc.rope`: rotary position embedding, its layouts, n-D and frequency scaling.
+- :mod:`posenc.fast_rope`: RoPE computed in every way chapter 13 compares.
+- :mod:`posenc.cpu_kernel`: the one-pass RoPE loop in C that ``apply_rope`` runs on a CPU.
+- :mod:`posenc.bench`: the RoPE benchmark (``python -m posenc.bench``).
+- :mod:`posenc.precision`: chapter 14's low-precision positions, frequencies and angles.
 - :mod:`posenc.rope_views`: chapter 9's RoPE playground, animation and demonstrations.
 - :mod:`posenc.llama_rope`: RoPE exactly as Llama 3.2 runs it, next to transformers.
 - :mod:`posenc.rope_nd_views`: chapter 11's grid checks of RoPE in n dimensions.
@@ -45,12 +49,15 @@ from posenc import (
     attention,
     bits,
     context,
+    cpu_kernel,
     device,
     encodings,
+    fast_rope,
     frequencies,
     llama,
     llama_rope,
     plots,
+    precision,
     properties,
     relative,
     relative_views,
@@ -76,6 +83,7 @@ from posenc.encodings import (
 )
 from posenc.rope import (
     apply_rope,
+    apply_rope_,
     apply_rope_nd,
     layout_permutation,
     llama3_inv_freq,
@@ -92,6 +100,7 @@ __all__ = [
     "LearnedPositionalEmbedding",
     "absolute_animations",
     "apply_rope",
+    "apply_rope_",
     "apply_rope_nd",
     "attention",
     "attention_weights",
@@ -99,9 +108,11 @@ __all__ = [
     "bits",
     "block_diagonal",
     "context",
+    "cpu_kernel",
     "default_device",
     "device",
     "encodings",
+    "fast_rope",
     "frequencies",
     "integer_encoding",
     "layout_permutation",
@@ -112,6 +123,7 @@ __all__ = [
     "permute_positions",
     "permute_qk_rows",
     "plots",
+    "precision",
     "properties",
     "relative",
     "relative_views",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from pathlib import Path
 import torch
 
 from posenc import properties
-from posenc._validate import check_even_dim, check_int
+from posenc._validate import check_even_dim, check_int, check_sequence, check_str_sequence
 from posenc.attention import DemoAttention, permute_positions, self_attention
 from posenc.encodings import (
     binary_encoding,
@@ -100,6 +101,41 @@ SCHEME_INFO: dict[str, tuple[int, str]] = {
     "RoPE, Llama 3.2": (10, "rotary"),
 }
 """``{scheme name: (chapter that builds it, family)}`` for every scheme of :func:`all_schemes`."""
+
+
+def _got(value: object) -> str:
+    return f"got {value!r} ({type(value).__name__})"
+
+
+def _check_mapping(name: str, value: object, what: str) -> Mapping:
+    """Return ``value`` if it is a non-empty mapping (``what`` describes its entries)."""
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be a mapping {what}, {_got(value)}")
+    if not value:
+        raise ValueError(f"{name} must not be empty (a mapping {what}), got {value!r}")
+    return value
+
+
+def _check_results(results: object) -> Mapping:
+    """Return ``results`` if it maps scheme names to ``{property: properties.Verdict}``."""
+    what = "{scheme name: {property: Verdict}}"
+    if not isinstance(results, Mapping):
+        raise TypeError(f"results must be a mapping {what}, {_got(results)}")
+    for name, verdicts in results.items():
+        if not isinstance(name, str):
+            raise TypeError(f"results must be keyed by scheme names (str), got key {name!r}")
+        if not isinstance(verdicts, Mapping):
+            raise TypeError(
+                f"results[{name!r}] must be a mapping {{property: Verdict}} as "
+                f"properties.check_all returns, {_got(verdicts)}"
+            )
+        for label, verdict in verdicts.items():
+            if not isinstance(label, str) or not isinstance(verdict, properties.Verdict):
+                raise TypeError(
+                    f"results[{name!r}] must map property names (str) to properties.Verdict, "
+                    f"got {label!r}: {verdict!r}"
+                )
+    return results
 
 
 def _unit_pairs(dim: int) -> torch.Tensor:
@@ -182,6 +218,8 @@ def scheme_table(results: Mapping[str, Mapping[str, properties.Verdict]]) -> str
         ``passed`` (how many of the five hold).
 
     Raises:
+        TypeError: if ``results`` is not a mapping of scheme names to
+            ``{property: properties.Verdict}``.
         ValueError: if ``results`` is empty, a scheme is unknown, or the schemes were
             checked on different properties.
 
@@ -191,8 +229,9 @@ def scheme_table(results: Mapping[str, Mapping[str, properties.Verdict]]) -> str
         scheme  chapter  family    1  2  3  4  5  passed
         binary  3        absolute  ✓  ✗  ✓  ✓  ✗  3 of 5
     """
+    _check_results(results)
     if not results:
-        raise ValueError("results must not be empty")
+        raise ValueError(f"results must not be empty (one scheme at least), got {results!r}")
     unknown = [name for name in results if name not in SCHEME_INFO]
     if unknown:
         raise ValueError(f"results holds schemes with no chapter in SCHEME_INFO: {unknown}")
@@ -252,6 +291,8 @@ ROAD: tuple[Station, ...] = (
     Station(10, "Llama 3.2", "half layout, llama3 scaling", ("RoPE, Llama 3.2",)),
     Station(11, "n dimensions", "one axis per pair"),
     Station(12, "length", "slow pairs need scaling"),
+    Station(13, "fast RoPE", "one pass over memory"),
+    Station(14, "precision", "fp32 angles, cast last"),
 )
 """The stations of :func:`road_map_figure`, in the order of the book."""
 
@@ -279,8 +320,11 @@ def road_map_figure(
         A matplotlib figure (close it or pass it to :func:`posenc.plots.show`).
 
     Raises:
-        TypeError, ValueError: for an empty road, a bad ``per_row``, or a scheme missing
-            from ``results``.
+        TypeError: if ``results`` is not a mapping of scheme names to
+            ``{property: properties.Verdict}``, ``road`` is not a sequence of
+            :class:`Station` objects, or ``per_row`` is not an int.
+        ValueError: for an empty road, a ``per_row`` below 1, or a scheme missing from
+            ``results``.
 
     Example:
         >>> s = properties.absolute_schemes()
@@ -293,15 +337,21 @@ def road_map_figure(
     from posenc import plots
 
     check_int("per_row", per_row, minimum=1)
+    _check_results(results)
+    if isinstance(road, (str, bytes)) or not isinstance(road, Sequence):
+        raise TypeError(f"road must be a sequence of Station objects, {_got(road)}")
+    if len(road) == 0:
+        raise ValueError(f"road must hold at least one station, got {road!r}")
     road = list(road)
-    if not road:
-        raise ValueError("road must hold at least one station")
-    for station in road:
+    for i, station in enumerate(road):
         if not isinstance(station, Station):
-            raise TypeError(f"road must hold Station objects, got {type(station).__name__}")
+            raise TypeError(f"road must hold Station objects, road[{i}] {_got(station)}")
         missing = [name for name in station.schemes if name not in results]
         if missing:
-            raise ValueError(f"results has no verdicts for the schemes {missing}")
+            held = f"it holds {list(results)}" if results else f"it is empty: {results!r}"
+            raise ValueError(
+                f"results has no verdicts for the schemes {missing} of road[{i}] ({held})"
+            )
 
     rows, step = math.ceil(len(road) / per_row), 1.3  # rows, vertical distance between them
     fig, ax = plots.figure(width=10.0, height=1.75 * rows + 0.5)
@@ -1461,6 +1511,37 @@ CLAIMS: tuple[Claim, ...] = (
 """Every claim the book checks, in the order of the chapters."""
 
 
+def _check_claims(claims: object) -> list[Claim]:
+    """Return ``claims`` as a list if it is a non-empty sequence of :class:`Claim` objects."""
+    items = check_sequence("claims", claims, what="a sequence of Claim objects")
+    for i, claim in enumerate(items):
+        if not isinstance(claim, Claim):
+            raise TypeError(f"claims[{i}] must be a Claim, {_got(claim)}")
+    return items
+
+
+def _check_findings(findings: object) -> Mapping[str, Finding]:
+    """Return ``findings`` if it maps claim keys to :class:`Finding` objects (one at least)."""
+    _check_mapping("findings", findings, "{claim key: Finding}")
+    for key, finding in findings.items():
+        if not isinstance(finding, Finding):
+            raise TypeError(f"findings[{key!r}] must be a Finding, {_got(finding)}")
+        if finding.verdict not in VERDICTS:
+            raise ValueError(
+                f"findings[{key!r}] must have a verdict among {VERDICTS}, got {finding.verdict!r}"
+            )
+    return findings
+
+
+def _check_path(name: str, value: object) -> Path:
+    """Return ``value`` as a :class:`~pathlib.Path` if it is a non-empty str or path."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (str or os.PathLike), {_got(value)}")
+    if isinstance(value, str) and not value.strip():
+        raise ValueError(f"{name} must not be an empty path, got {value!r}")
+    return Path(value)
+
+
 def check_claim(claim: Claim) -> Finding:
     """Check one claim again.
 
@@ -1500,13 +1581,17 @@ def check_claims(claims: Sequence[Claim] = CLAIMS) -> dict[str, Finding]:
         ``{claim key: Finding}`` in the order of ``claims``.
 
     Raises:
-        TypeError, ValueError: as :func:`check_claim`, or for two claims with one key.
+        TypeError: if ``claims`` is not a sequence of :class:`Claim` objects, or as
+            :func:`check_claim`.
+        ValueError: if ``claims`` is empty, for two claims with one key, or as
+            :func:`check_claim`.
 
     Example:
         >>> findings = check_claims([c for c in CLAIMS if c.chapter == 3])
         >>> [f.verdict for f in findings.values()]
         ['holds', 'holds', 'holds', 'holds with a caveat']
     """
+    claims = _check_claims(claims)
     keys = [c.key for c in claims]
     if len(set(keys)) != len(keys):
         raise ValueError(f"claim keys must be unique, got {keys}")
@@ -1527,13 +1612,18 @@ def source_tally(
         :data:`SOURCES`.
 
     Raises:
-        ValueError: if a finding's key is not among ``claims``.
+        TypeError: if ``findings`` is not a mapping of claim keys to :class:`Finding`
+            objects, or ``claims`` not a sequence of :class:`Claim` objects.
+        ValueError: if ``findings`` or ``claims`` is empty, a finding has a verdict outside
+            :data:`VERDICTS`, or a finding's key is not among ``claims``.
 
     Example:
         >>> f = {"binary-252": Finding(HOLDS, ""), "msb-cycle": Finding(CAVEAT, "")}
         >>> source_tally(f)
         {'fleetwood2024designing': {'holds': 1, 'holds with a caveat': 1, 'wrong': 0}}
     """
+    _check_findings(findings)
+    claims = _check_claims(claims)
     by_key = {c.key: c for c in claims}
     unknown = [key for key in findings if key not in by_key]
     if unknown:
@@ -1559,15 +1649,30 @@ def format_source_tally(tally: Mapping[str, Mapping[str, int]]) -> str:
         One row per source: its short name, then the counts of each verdict.
 
     Raises:
-        ValueError: if ``tally`` is empty.
+        TypeError: if ``tally`` is not a mapping of source keys (str) to
+            ``{verdict: count}`` mappings, or a count is not an int.
+        ValueError: if ``tally`` is empty, a source lacks the count of a verdict, or a
+            count is negative.
 
     Example:
         >>> print(format_source_tally({"su2024roformer": {HOLDS: 1, CAVEAT: 1, WRONG: 0}}))
         source     holds  with a caveat  wrong
         RoFormer       1              1      0
     """
-    if not tally:
-        raise ValueError("tally must not be empty")
+    _check_mapping("tally", tally, "{source key: {verdict: count}}")
+    for key, counts in tally.items():
+        if not isinstance(key, str):
+            raise TypeError(f"tally must be keyed by source keys (str), got key {key!r}")
+        if not isinstance(counts, Mapping):
+            raise TypeError(f"tally[{key!r}] must be a mapping {{verdict: count}}, {_got(counts)}")
+        missing = [v for v in VERDICTS if v not in counts]
+        if missing:
+            raise ValueError(
+                f"tally[{key!r}] must count every verdict of {VERDICTS}, "
+                f"missing {missing}: got {counts!r}"
+            )
+        for verdict in VERDICTS:
+            check_int(f"tally[{key!r}][{verdict!r}]", counts[verdict], minimum=0)
     names = [SOURCES.get(key, key) for key in tally]
     width = max(len("source"), *(len(n) for n in names))
     lines = [f"{'source':<{width}}  holds  with a caveat  wrong"]
@@ -1596,7 +1701,11 @@ def format_findings(
         indented on the next line.
 
     Raises:
-        ValueError: for an unknown verdict or a finding of an unknown claim.
+        TypeError: if ``findings`` is not a mapping of claim keys to :class:`Finding`
+            objects, ``claims`` not a sequence of :class:`Claim` objects, or ``verdicts``
+            not a sequence of strings.
+        ValueError: if ``findings``, ``claims`` or ``verdicts`` is empty, for an unknown
+            verdict, or for a finding of an unknown claim.
 
     Example:
         >>> f = {"binary-252": Finding(HOLDS, "252 = 11111100")}
@@ -1604,9 +1713,12 @@ def format_findings(
         [ 3] Hugging Face post: 252 is 11111100 in binary
              holds: 252 = 11111100
     """
+    check_str_sequence("verdicts", verdicts)
     bad = [v for v in verdicts if v not in VERDICTS]
     if bad:
         raise ValueError(f"verdicts must be among {VERDICTS}, got {bad}")
+    _check_findings(findings)
+    claims = _check_claims(claims)
     by_key = {c.key: c for c in claims}
     unknown = [key for key in findings if key not in by_key]
     if unknown:
@@ -1699,14 +1811,18 @@ def claims_markdown(claims: Sequence[Claim] = CLAIMS, *, notebooks: Path = NOTEB
         :func:`update_claims_page` looks for.
 
     Raises:
-        ValueError: if a chapter has no notebook or a section no heading.
+        TypeError: if ``claims`` is not a sequence of :class:`Claim` objects or
+            ``notebooks`` not a path.
+        ValueError: if ``claims`` is empty, ``notebooks`` an empty string, a chapter has no
+            notebook or a section no heading.
 
     Example:
         >>> text = claims_markdown([c for c in CLAIMS if c.key == "binary-252"])
         >>> "../notebooks/03_integers_and_bits.ipynb#binary" in text
         True
     """
-    notebooks = Path(notebooks)
+    claims = _check_claims(claims)
+    notebooks = _check_path("notebooks", notebooks)
     lines = [CLAIMS_BEGIN, ""]
     sources = [*SOURCES, *sorted({c.source for c in claims} - set(SOURCES))]
     for source in sources:
@@ -1748,7 +1864,10 @@ def update_claims_page(path: Path | str, claims: Sequence[Claim] = CLAIMS) -> bo
         Whether the page changed.
 
     Raises:
-        ValueError: if the page lacks the markers.
+        TypeError: if ``path`` is not a path or ``claims`` not a sequence of :class:`Claim`
+            objects.
+        ValueError: if ``path`` is an empty string, ``claims`` is empty, the page lacks the
+            markers, or as :func:`claims_markdown`.
 
     Example:
         >>> import tempfile
@@ -1757,7 +1876,8 @@ def update_claims_page(path: Path | str, claims: Sequence[Claim] = CLAIMS) -> bo
         >>> update_claims_page(page, [c for c in CLAIMS if c.key == "binary-252"])
         True
     """
-    path = Path(path)
+    path = _check_path("path", path)
+    claims = _check_claims(claims)
     text = path.read_text(encoding="utf-8")
     start, end = text.find(CLAIMS_BEGIN), text.find(CLAIMS_END)
     if start < 0 or end < start:
