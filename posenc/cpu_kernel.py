@@ -14,9 +14,10 @@ The arithmetic is the elementwise form's: each product rounded, then the sum
 :func:`posenc.fast_rope.rope_elementwise`.
 
 The library is built with the system's C compiler (``$CC``, else ``cc``, ``gcc`` or
-``clang``), with ``-fopenmp`` and ``-march=native`` where the compiler takes them, into :func:`posenc.llama.cache_dir`, under a name that hashes the source, the
-compiler, the flags and the CPU, so a cache shared between machines never loads code built
-for another processor. Without a compiler, or if the build fails, :func:`available` is
+``clang``), with ``-fopenmp`` and ``-march=native`` where the compiler takes them, into
+:func:`posenc.llama.cache_dir`, under a name that hashes the source, the compiler, the
+flags and the CPU, so a cache shared between machines never loads code built for another
+processor. Without a compiler, or if the build fails, :func:`available` is
 False, :func:`status` says why, and ``posenc`` uses its tensor-operation paths instead.
 """
 
