@@ -14,7 +14,7 @@ moving those bytes. Two bounds are measured on the same tensors in the same run:
   the memory traffic alone, the physical limit.
 
 For every point of a grid (positions ``T``, head size ``D``, dtype, layout) each
-implementation of :mod:`posenc.fast_rope` rotates the same ``q`` and ``k`` ``[B, H, T, D]``
+implementation of :mod:`posenc.fast.kernels` rotates the same ``q`` and ``k`` ``[B, H, T, D]``
 and is timed with warm-up rounds and the median of several rounds; the rounds visit the
 implementations in turn, so a noisy neighbour slows all of them alike. Reported per row:
 time, bytes moved (``q`` and ``k`` read once and written once), achieved bandwidth, the
@@ -49,8 +49,10 @@ from pathlib import Path
 
 import torch
 
-from posenc import cpu_kernel, fast_rope, plots, rope
+from posenc import plots, rope
 from posenc._validate import check_bool, check_int
+from posenc.fast import cpu_kernel
+from posenc.fast import kernels as fast_rope
 
 __all__ = [
     "BOUNDS",
@@ -396,9 +398,9 @@ def _out_of_place(fn, layout):
 def _implementation(name: str, layout: str):
     """``(call, in_place)``: ``call(q, k)`` returns the two results (or rotates in place)."""
     if name == "apply_rope":
-        return _out_of_place(rope.apply_rope, layout), False
+        return _out_of_place(fast_rope.apply_rope, layout), False
     if name == "apply_rope_":
-        return _out_of_place(rope.apply_rope_, layout), True
+        return _out_of_place(fast_rope.apply_rope_, layout), True
     if name == "rope_qk":
         return (lambda q, k: fast_rope.rope_qk(q, k, layout=layout)), False
     funcs = {

@@ -36,6 +36,8 @@ from typing import Any, BinaryIO
 
 import torch
 
+from posenc.device import cache_dir
+
 __all__ = [
     "BOS_ID",
     "EMBEDDING_TENSOR",
@@ -89,25 +91,6 @@ _DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "
 _MAX_HEADER_BYTES = 100_000_000
 _SOURCES = ("auto", "hub", "offline")
 _LOADED: dict[Path, Any] = {}  # converted tokenizers already loaded in this process
-
-
-def cache_dir() -> Path:
-    """The directory where converted tokenizers and fetched rows are kept.
-
-    ``POSENC_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/posenc``, else ``~/.cache/posenc``.
-    It holds no credentials.
-
-    Returns:
-        The directory (not created here).
-
-    Example:
-        >>> cache_dir().name in ("posenc", os.environ.get("POSENC_CACHE_DIR", "posenc").rstrip("/").split("/")[-1])
-        True
-    """
-    if os.environ.get("POSENC_CACHE_DIR"):
-        return Path(os.environ["POSENC_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "posenc"
 
 
 def _offline_requested() -> bool:

@@ -20,8 +20,6 @@ whatever the dtype of ``x``; the result is cast to ``x``'s dtype at the end.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from posenc._validate import (
@@ -40,14 +38,9 @@ __all__ = [
     "apply_rope_",
     "apply_rope_nd",
     "layout_permutation",
-    "llama3_inv_freq",
-    "ntk_aware_inv_freq",
-    "p_rope_inv_freq",
     "permute_qk_rows",
-    "position_interpolation_inv_freq",
     "rope_inv_freq",
     "rope_matrix",
-    "yarn_inv_freq",
 ]
 
 LAYOUTS = ("interleaved", "half")
@@ -94,7 +87,10 @@ def _check_inv_freq(inv_freq: object, dim: int) -> torch.Tensor:
         raise ValueError(
             f"inv_freq must have shape [D/2] = [{dim // 2}], got {tuple(inv_freq.shape)}"
         )
-    if not bool(torch.isfinite(inv_freq).all()) or bool((inv_freq < 0).any()):
+    # Values are read only where that costs no device-to-host copy.
+    if inv_freq.device.type == "cpu" and not (
+        bool(torch.isfinite(inv_freq).all()) and bool((inv_freq >= 0).all())
+    ):
         raise ValueError("inv_freq must be finite and non-negative")
     return inv_freq
 
@@ -143,6 +139,20 @@ def _check_rope_input(x: object, positions: object) -> tuple[torch.Tensor, torch
     return x, p.to(device=x.device, dtype=torch.int64)
 
 
+def _check_args(x, positions, base, inv_freq, layout):
+    """Validate :func:`apply_rope`'s arguments once, for it and for :mod:`posenc.fast`.
+
+    Returns ``(x, p, inv_freq, layout)`` with ``p`` int64 on x's device.
+    """
+    x, p = _check_rope_input(x, positions)
+    layout = _check_layout(layout)
+    if inv_freq is None:
+        inv_freq = rope_inv_freq(x.shape[-1], base)
+    else:
+        inv_freq = _check_inv_freq(inv_freq, x.shape[-1])
+    return x, p, inv_freq, layout
+
+
 def apply_rope(
     x: torch.Tensor,
     positions=None,
@@ -153,15 +163,11 @@ def apply_rope(
 ) -> torch.Tensor:
     """Rotate every pair of features of ``x`` by ``position * theta_i``.
 
-    Runs the fastest correct kernel for x's device and dtype (:mod:`posenc.fast_rope`),
-    with ``cos``/``sin`` tables cached between calls. On a CPU: a one-pass loop in C for
-    float32 and float64 when a C compiler is available (:mod:`posenc.cpu_kernel`), else one
-    complex multiplication (interleaved) or cache-sized blocks of tensor operations (the
-    half layout, bfloat16, float16); on CUDA a Triton kernel when Triton is installed.
-    Every path computes ``(x1 cos - x2 sin, x1 sin + x2 cos)`` in the angle dtype and
-    rounds to x's dtype at the end; inputs of up to 32,768 elements, and the C loop, give
-    exactly the elementwise arithmetic; the others may differ from it by one unit in the
-    last place (see :mod:`posenc.fast_rope`).
+    The reference implementation, written to be read: the angles ``p * theta_i`` in float32
+    (float64 when ``x`` is float64), their cosines and sines, then every pair
+    ``(x1, x2) -> (x1 cos - x2 sin, x1 sin + x2 cos)`` in that dtype, rounded to x's dtype
+    once at the end. :mod:`posenc.fast` has the same function, with the same contract and
+    results, built for speed.
 
     Args:
         x: head vectors ``[..., T, D]`` (D even), any floating dtype.
@@ -173,7 +179,8 @@ def apply_rope(
         layout: ``"interleaved"`` or ``"half"``.
 
     Returns:
-        The rotated vectors, same shape, dtype and device as ``x``.
+        The rotated vectors, same dtype and device as ``x``; same shape, or the shape
+        ``x`` broadcasts to with ``positions``.
 
     Raises:
         TypeError: if ``x`` is not a floating tensor, positions are not integers, or
@@ -188,9 +195,10 @@ def apply_rope(
         >>> torch.allclose(score(3, 10), score(103, 110))  # only n - m matters
         True
     """
-    from posenc import fast_rope  # imported here: fast_rope builds on this module
-
-    return fast_rope._fastest(fast_rope._Args(x, positions, base, inv_freq, layout))
+    x, p, inv_freq, layout = _check_args(x, positions, base, inv_freq, layout)
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    angles = _angles(p, inv_freq, dtype)  # [..., T, D/2]
+    return _rotate(x.to(dtype), angles.cos(), angles.sin(), layout).to(x.dtype)
 
 
 def apply_rope_(
@@ -201,10 +209,11 @@ def apply_rope_(
     inv_freq: torch.Tensor | None = None,
     layout: str = "interleaved",
 ) -> torch.Tensor:
-    """In-place :func:`apply_rope`: rotate the pairs of ``x`` where they are and return ``x``.
+    """In-place :func:`apply_rope`: write the rotated pairs back into ``x`` and return ``x``.
 
-    Same arguments, angles and rounding as :func:`apply_rope`; no memory is allocated for
-    the result, so it costs one read and one write of ``x``.
+    Same arguments, angles and rounding as :func:`apply_rope`. This reference computes the
+    result out of place, then copies it; :func:`posenc.fast.apply_rope_` rotates where the
+    data lies, allocating nothing.
 
     Args:
         x: head vectors ``[..., T, D]``, overwritten.
@@ -224,9 +233,13 @@ def apply_rope_(
         >>> apply_rope_(x, layout="half") is x, torch.equal(x, expected)
         (True, True)
     """
-    from posenc import fast_rope  # imported here: fast_rope builds on this module
-
-    return fast_rope.rope_inplace_(x, positions, base=base, inv_freq=inv_freq, layout=layout)
+    out = apply_rope(x, positions, base=base, inv_freq=inv_freq, layout=layout)
+    if out.shape != x.shape:
+        raise ValueError(
+            f"positions broadcast x of shape {tuple(x.shape)} to {tuple(out.shape)}; "
+            "an in-place rotation must keep x's shape"
+        )
+    return x.copy_(out)
 
 
 def rope_matrix(
@@ -398,216 +411,3 @@ def apply_rope_nd(
         [apply_rope(c, positions[..., a], base=base, layout=layout) for a, c in enumerate(chunks)],
         dim=-1,
     )
-
-
-# --- frequency scaling for longer contexts ---------------------------------------------------
-
-
-def _check_factor(factor: object) -> float:
-    factor = check_positive_float("factor", factor)
-    if factor < 1:
-        raise ValueError(
-            f"factor must be at least 1 (it stretches the context), got factor={factor}"
-        )
-    return factor
-
-
-def position_interpolation_inv_freq(inv_freq: torch.Tensor, factor: float) -> torch.Tensor:
-    """Position interpolation (Chen et al. 2023): divide every frequency by ``factor``.
-
-    Positions up to ``factor`` times the trained length then turn through the same angles
-    as the trained positions did.
-
-    Args:
-        inv_freq: frequencies ``[D/2]``.
-        factor: the context extension factor (at least 1).
-
-    Returns:
-        float64 ``[D/2]``.
-
-    Raises:
-        TypeError, ValueError: for a bad ``inv_freq`` or a ``factor`` below 1.
-
-    Example:
-        >>> position_interpolation_inv_freq(torch.tensor([1.0, 0.01]), 4.0)
-        tensor([0.2500, 0.0025], dtype=torch.float64)
-    """
-    inv_freq = _check_inv_freq(inv_freq, 2 * _len1d("inv_freq", inv_freq))
-    return inv_freq.to(torch.float64) / _check_factor(factor)
-
-
-def _len1d(name: str, t: object) -> int:
-    check_tensor(name, t, min_dim=1)
-    if t.dim() != 1 or t.numel() == 0:
-        raise ValueError(f"{name} must be 1-D and non-empty, got shape {tuple(t.shape)}")
-    return t.numel()
-
-
-def ntk_aware_inv_freq(dim: int, base: float, factor: float) -> torch.Tensor:
-    """NTK-aware scaling: raise the base to ``base * factor**(D / (D - 2))``.
-
-    The highest frequency (pair 0) is unchanged, the lowest is divided by exactly
-    ``factor``, and the ones between are divided by less and less: fast pairs keep their
-    resolution while slow pairs are stretched.
-
-    Args:
-        dim: head features ``D`` (even, at least 4).
-        base: the original base.
-        factor: the context extension factor (at least 1).
-
-    Returns:
-        float64 ``[D/2]``.
-
-    Raises:
-        TypeError, ValueError: for a bad ``dim``, ``base`` or ``factor``.
-
-    Example:
-        >>> f = ntk_aware_inv_freq(8, 10000.0, 16.0)
-        >>> bool(f[0] == 1.0), bool(torch.isclose(f[-1], rope_inv_freq(8)[-1] / 16))
-        (True, True)
-    """
-    check_even_dim("dim", dim)
-    if dim < 4:
-        raise ValueError(f"dim must be at least 4 for NTK-aware scaling, got dim={dim}")
-    base = check_positive_float("base", base)
-    factor = _check_factor(factor)
-    return rope_inv_freq(dim, base * factor ** (dim / (dim - 2)))
-
-
-def llama3_inv_freq(
-    inv_freq: torch.Tensor,
-    factor: float = 32.0,
-    low_freq_factor: float = 1.0,
-    high_freq_factor: float = 4.0,
-    original_max_positions: int = 8192,
-) -> torch.Tensor:
-    """Llama 3's frequency scaling (transformers' ``"llama3"`` rope type).
-
-    Each pair's wavelength ``2 pi / theta`` is compared with the trained context
-    ``original_max_positions``:
-
-    - shorter than ``original / high_freq_factor``: kept;
-    - longer than ``original / low_freq_factor``: divided by ``factor``;
-    - in between: a smooth mix of the two, linear in ``original / wavelength``.
-
-    Args:
-        inv_freq: frequencies ``[D/2]`` (e.g. ``rope_inv_freq(64, 500000.0)``).
-        factor: division for the slow pairs (32 for Llama 3.2, 8 for Llama 3.1).
-        low_freq_factor, high_freq_factor: the band edges (1 and 4 in Llama 3.x).
-        original_max_positions: the context length of pre-training (8192).
-
-    Returns:
-        float64 ``[D/2]``.
-
-    Raises:
-        TypeError, ValueError: for a bad ``inv_freq``, non-positive factors,
-            ``high_freq_factor <= low_freq_factor``, or a non-positive length.
-
-    Example:
-        >>> f = llama3_inv_freq(rope_inv_freq(64, 500000.0))
-        >>> kept = f == rope_inv_freq(64, 500000.0)
-        >>> divided = torch.isclose(f, rope_inv_freq(64, 500000.0) / 32)
-        >>> int(kept.sum()), int((~kept & ~divided).sum()), int(divided.sum())
-        (15, 3, 14)
-    """
-    inv_freq = _check_inv_freq(inv_freq, 2 * _len1d("inv_freq", inv_freq)).to(torch.float64)
-    factor = _check_factor(factor)
-    low = check_positive_float("low_freq_factor", low_freq_factor)
-    high = check_positive_float("high_freq_factor", high_freq_factor)
-    if high <= low:
-        raise ValueError(f"high_freq_factor must exceed low_freq_factor, got {high} <= {low}")
-    check_int("original_max_positions", original_max_positions, minimum=1)
-    wavelen = 2 * math.pi / inv_freq
-    low_freq_wavelen = original_max_positions / low
-    high_freq_wavelen = original_max_positions / high
-    smooth = (original_max_positions / wavelen - low) / (high - low)
-    mixed = (1 - smooth) * inv_freq / factor + smooth * inv_freq
-    out = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, mixed)
-    return torch.where(wavelen < high_freq_wavelen, inv_freq, out)
-
-
-def yarn_inv_freq(
-    dim: int,
-    base: float,
-    factor: float,
-    original_max_positions: int,
-    *,
-    beta_fast: float = 32.0,
-    beta_slow: float = 1.0,
-) -> tuple[torch.Tensor, float]:
-    """YaRN (Peng et al. 2023): interpolate slow pairs, keep fast ones, ramp in between.
-
-    A pair that turns more than ``beta_fast`` times over the trained context is kept; one
-    that turns fewer than ``beta_slow`` times is divided by ``factor``; between, a linear
-    ramp in the pair index mixes the two. YaRN also scales attention logits, which is
-    returned as the factor ``0.1 ln(factor) + 1`` to multiply ``cos`` and ``sin`` by.
-
-    Args:
-        dim: head features ``D`` (even).
-        base: frequency base.
-        factor: context extension factor (at least 1).
-        original_max_positions: the trained context length.
-        beta_fast, beta_slow: the turn counts bounding the ramp (32 and 1 in the paper).
-
-    Returns:
-        ``(inv_freq [D/2] float64, attention_factor)``.
-
-    Raises:
-        TypeError, ValueError: for bad arguments, or ``beta_fast <= beta_slow``.
-
-    Example:
-        >>> f, scale = yarn_inv_freq(64, 10000.0, 8.0, 4096)
-        >>> bool(f[0] == 1.0), bool(torch.isclose(f[-1], rope_inv_freq(64)[-1] / 8)), round(scale, 4)
-        (True, True, 1.2079)
-    """
-    check_even_dim("dim", dim)
-    base = check_positive_float("base", base)
-    factor = _check_factor(factor)
-    check_int("original_max_positions", original_max_positions, minimum=1)
-    fast = check_positive_float("beta_fast", beta_fast)
-    slow = check_positive_float("beta_slow", beta_slow)
-    if fast <= slow:
-        raise ValueError(f"beta_fast must exceed beta_slow, got {fast} <= {slow}")
-
-    def pair_index(turns: float) -> float:  # the pair i that turns `turns` times in the context
-        return dim * math.log(original_max_positions / (turns * 2 * math.pi)) / (2 * math.log(base))
-
-    low = max(math.floor(pair_index(fast)), 0)
-    high = min(math.ceil(pair_index(slow)), dim - 1)  # the bound transformers uses
-    ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / max(high - low, 1e-3)).clamp(0, 1)
-    extrapolation = rope_inv_freq(dim, base)
-    interpolation = extrapolation / factor
-    inv_freq = interpolation * ramp + extrapolation * (1 - ramp)
-    return inv_freq, 0.1 * math.log(factor) + 1.0
-
-
-def p_rope_inv_freq(inv_freq: torch.Tensor, p: float) -> torch.Tensor:
-    """p-RoPE (Barbero et al. 2024): keep the fastest fraction ``p`` of the frequencies.
-
-    The slowest ``1 - p`` of the pairs get frequency 0, so they are not rotated at all and
-    carry content with no position attached; ``p = 1`` is RoPE, ``p = 0`` no rotation.
-
-    Args:
-        inv_freq: frequencies ``[D/2]``, fastest first.
-        p: fraction of pairs to keep rotating, in ``[0, 1]``.
-
-    Returns:
-        float64 ``[D/2]``.
-
-    Raises:
-        TypeError, ValueError: for a bad ``inv_freq`` or ``p`` outside ``[0, 1]``.
-
-    Example:
-        >>> p_rope_inv_freq(rope_inv_freq(8), 0.5)
-        tensor([1.0000, 0.1000, 0.0000, 0.0000], dtype=torch.float64)
-    """
-    n = _len1d("inv_freq", inv_freq)
-    inv_freq = _check_inv_freq(inv_freq, 2 * n).to(torch.float64)
-    if isinstance(p, bool) or not isinstance(p, (int, float)):
-        raise TypeError(f"p must be a number, got {type(p).__name__}")
-    if not 0 <= p <= 1:
-        raise ValueError(f"p must be in [0, 1], got p={p}")
-    keep = round(p * n)
-    out = inv_freq.clone()
-    out[keep:] = 0.0
-    return out

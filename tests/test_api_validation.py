@@ -63,11 +63,19 @@ POSENC_DIR = Path(posenc.__file__).resolve().parent
 # --- which modules and callables are public --------------------------------------------------
 
 
+def short_name(module: str) -> str:
+    """``posenc.book.bits`` -> ``bits``, ``posenc.fast.kernels`` -> ``kernels``: the names
+    the tables below use (module names are unique across the layers)."""
+    return module.removeprefix("posenc.").removeprefix("book.").removeprefix("fast.")
+
+
 def public_modules() -> dict[str, types.ModuleType]:
-    """Modules re-exported by ``posenc`` plus every non-private module of the package."""
-    names = {n for n in posenc.__all__ if inspect.ismodule(getattr(posenc, n))}
-    names |= {m.name for m in pkgutil.iter_modules(posenc.__path__) if not m.name.startswith("_")}
-    return {n: importlib.import_module(f"posenc.{n}") for n in sorted(names)}
+    """Every non-private module of the package, in every layer, by :func:`short_name`."""
+    found = pkgutil.walk_packages(posenc.__path__, prefix="posenc.")
+    names = [m.name for m in found if not any(p.startswith("_") for p in m.name.split("."))]
+    modules = {short_name(n): importlib.import_module(n) for n in sorted(names)}
+    assert len(modules) == len(names), "two public modules share a short name"
+    return modules
 
 
 MODULES = public_modules()
@@ -120,7 +128,7 @@ def public_callables() -> list[Target]:
             obj = getattr(module, name)
             if not (inspect.isfunction(obj) or inspect.isclass(obj)):
                 continue
-            home = obj.__module__.removeprefix("posenc.")
+            home = short_name(obj.__module__)
             if home != module_name and home in MODULES:
                 continue  # re-exported: walked in the module that defines it
             qualname = f"{module_name}.{name}"
@@ -149,11 +157,11 @@ def _llama():
 
 @functools.cache
 def _shift_setup():
-    return posenc.relative_views.make_shift_setup(4, num_heads=2, head_dim=4)
+    return posenc.book.relative_views.make_shift_setup(4, num_heads=2, head_dim=4)
 
 
 def _score_terms():
-    return posenc.context.ScoreTerms(*_randn(4, 4))
+    return posenc.book.context.ScoreTerms(*_randn(4, 4))
 
 
 def _safetensors_file():
@@ -163,7 +171,7 @@ def _safetensors_file():
 
 
 def _animation():
-    return posenc.rotation_explorer.rotation_animation(frames=2, dpi=20)
+    return posenc.book.rotation_explorer.rotation_animation(frames=2, dpi=20)
 
 
 @functools.cache
@@ -243,7 +251,7 @@ VALUES: dict[str, Callable[[], object]] = {
     "max_positions": lambda: 8,
     "length": lambda: 4,
     "value": lambda: 256.0,
-    "curves": lambda: posenc.precision.angle_error_curves(
+    "curves": lambda: posenc.book.precision_views.angle_error_curves(
         posenc.rope.rope_inv_freq(8), 300, ["fp32 angles"]
     ),
     "recipe": lambda: "fp32 angles",
@@ -270,7 +278,7 @@ VALUES: dict[str, Callable[[], object]] = {
     "cos": lambda: torch.cos(torch.tensor([0.5, 3.0], dtype=F64)),
     "rotate": lambda: posenc.rope.apply_rope_nd,
     "vectors": lambda: [torch.zeros(4), torch.ones(4)],
-    "config": lambda: posenc.llama_rope.llama32_config(),
+    "config": lambda: posenc.book.llama_rope.llama32_config(),
     "changes": lambda: {"T5": [0.0, 0.0]},
     "weights": lambda: {"T5": [0.0], "sinusoidal": [0.23]},
     "tokenizer": lambda: _llama().tokenizer,
@@ -303,7 +311,7 @@ base(
     sections=lambda: [2, 1, 1],
 )
 for _name in ("rope_nd_views.offset_check", "rope_nd_views.pairwise_scores"):
-    base(_name, positions=lambda: posenc.rope_nd_views.grid_positions((3, 3)))
+    base(_name, positions=lambda: posenc.book.rope_nd_views.grid_positions((3, 3)))
 base(
     "rope_nd_views.score_maps_figure",
     side=lambda: 8,
@@ -350,7 +358,7 @@ base(
 base("relative_views.t5_figure", num_positions=lambda: 12)
 base(
     "relative_views.format_bucket_table",
-    rows=lambda: posenc.relative_views.bucket_ranges(num_buckets=4, max_distance=4),
+    rows=lambda: posenc.book.relative_views.bucket_ranges(num_buckets=4, max_distance=4),
 )
 base("relative_views.shift_figure", shifts=lambda: [1, 2])
 base("relative_views.t5_bias_at", positions=lambda: [7, 8, 9])
@@ -371,7 +379,7 @@ base(
 base(
     "context.pair_terms_figure",
     starts=lambda: [0, 1, 2],
-    terms=lambda: posenc.context.ScoreTerms(*_randn(4, 3)),
+    terms=lambda: posenc.book.context.ScoreTerms(*_randn(4, 3)),
 )
 base(
     "context.rope_pair_scores",
@@ -382,7 +390,7 @@ base(
 )
 base(
     "context.terms_figure",
-    terms=lambda: posenc.context.ScoreTerms(*_randn(4, 3, 3)),
+    terms=lambda: posenc.book.context.ScoreTerms(*_randn(4, 3, 3)),
     labels=lambda: ["a", "b", "c"],
 )
 base("context.scaled_sinusoidal", positions=lambda: [0, 7])
@@ -451,12 +459,12 @@ base(
     factor=lambda: 4.0,
     original_max_positions=lambda: 512,
 )
-_FREQS = lambda: posenc.frequencies.scaled_frequencies(16, 10000.0, 4.0, 512)  # noqa: E731
+_FREQS = lambda: posenc.book.frequencies.scaled_frequencies(16, 10000.0, 4.0, 512)  # noqa: E731
 base("frequencies.scaling_figure", freqs=_FREQS, train_length=lambda: 512, factor=lambda: 4.0)
 base("frequencies.scaling_table", freqs=_FREQS, train_length=lambda: 512, factor=lambda: 4.0)
 base(
     "frequencies.unrotated_features",
-    rotate=lambda: functools.partial(posenc.frequencies.partial_rotary, fraction=0.5),
+    rotate=lambda: functools.partial(posenc.book.frequencies.partial_rotary, fraction=0.5),
 )
 base(
     "frequencies.unseen_angles_figure",
@@ -484,18 +492,23 @@ base("llama_rope.concept_note_rope", x=lambda: _randn(1, 5, 2, 8))
 base("llama_rope.converter_permute", weight=lambda: torch.arange(8.0)[:, None])
 base(
     "llama_rope.format_band_table",
-    unscaled=lambda: posenc.llama_rope.llama32_inv_freq(scaled=False),
-    scaled=lambda: posenc.llama_rope.llama32_inv_freq(scaled=False),
+    unscaled=lambda: posenc.book.llama_rope.llama32_inv_freq(scaled=False),
+    scaled=lambda: posenc.book.llama_rope.llama32_inv_freq(scaled=False),
     bands=lambda: ["kept"] * 32,
     pairs=lambda: [0],
 )
 base(
     "llama_rope.frequency_figure",
-    unscaled=lambda: posenc.llama_rope.llama32_inv_freq(scaled=False),
-    scaled=lambda: posenc.llama_rope.llama32_inv_freq(),
-    bands=lambda: posenc.llama_rope.llama3_bands(posenc.llama_rope.llama32_inv_freq(scaled=False)),
+    unscaled=lambda: posenc.book.llama_rope.llama32_inv_freq(scaled=False),
+    scaled=lambda: posenc.book.llama_rope.llama32_inv_freq(),
+    bands=lambda: posenc.book.llama_rope.llama3_bands(
+        posenc.book.llama_rope.llama32_inv_freq(scaled=False)
+    ),
 )
-base("llama_rope.llama3_bands", inv_freq=lambda: posenc.llama_rope.llama32_inv_freq(scaled=False))
+base(
+    "llama_rope.llama3_bands",
+    inv_freq=lambda: posenc.book.llama_rope.llama32_inv_freq(scaled=False),
+)
 base(
     "llama_rope.rope_scores",
     x=lambda: _randn(4, 6, dtype=torch.float32),
@@ -504,7 +517,7 @@ base(
     num_heads=lambda: 2,
     num_kv_heads=lambda: 1,
 )
-base("llama_rope.rope_settings", config=lambda: posenc.llama_rope.llama32_config(scaled=False))
+base("llama_rope.rope_settings", config=lambda: posenc.book.llama_rope.llama32_config(scaled=False))
 base("llama_rope.rotation_partners", matrix=lambda: posenc.rope.rope_matrix(1, 6))
 base(
     "llama_rope.transformers_rope",
@@ -517,17 +530,17 @@ base("plots.overlay_vectors", labels=lambda: ["a", "b"])
 base("precision.exact_rope", x=lambda: _randn(4, 8))
 base("precision.check_apply_rope", x=lambda: _randn(4, 8), dtype=lambda: torch.bfloat16)
 base("precision.rope_error_bound", dtype=lambda: torch.bfloat16)
-base("precision.angle_error_curves", max_position=lambda: 300)
-base("precision.angle_error_table", checkpoints=lambda: [100, 300])
-base("precision.angle_error_figure", bins=lambda: 4)
-base("precision.offset_scores_figure", max_position=lambda: 500, samples=lambda: 20)
+base("precision_views.angle_error_curves", max_position=lambda: 300)
+base("precision_views.angle_error_table", checkpoints=lambda: [100, 300])
+base("precision_views.angle_error_figure", bins=lambda: 4)
+base("precision_views.offset_scores_figure", max_position=lambda: 500, samples=lambda: 20)
 base(
-    "precision.position_rounding_figure",
+    "precision_views.position_rounding_figure",
     max_position=lambda: 1000,
     window=lambda: 8,
     window_start=lambda: 300,
 )
-base("precision.relative_error_table", ranges=lambda: [(0, 64)], samples=lambda: 16)
+base("precision_views.relative_error_table", ranges=lambda: [(0, 64)], samples=lambda: 16)
 base("precision.spacing", dtype=lambda: torch.bfloat16)
 base("precision.stored_positions", dtype=lambda: torch.bfloat16)
 base("precision.ulp", values=lambda: torch.tensor([1.0, 3.0]), dtype=lambda: torch.bfloat16)
@@ -550,17 +563,17 @@ base("properties.linear_relation", num_positions=lambda: 32)
 base("properties.unique_and_length_independent", lengths=lambda: (4, 8))
 base("rope.apply_rope_", x=lambda: _randn(4, 8))
 base("rope.permute_qk_rows", weight=lambda: torch.arange(8.0)[:, None])
-base("rope.position_interpolation_inv_freq", inv_freq=lambda: torch.tensor([1.0, 0.01]))
-base("rope.llama3_inv_freq", inv_freq=lambda: posenc.rope.rope_inv_freq(64, 500000.0))
-base("rope.ntk_aware_inv_freq", base=lambda: 10000.0, factor=lambda: 16.0)
+base("scaling.position_interpolation_inv_freq", inv_freq=lambda: torch.tensor([1.0, 0.01]))
+base("scaling.llama3_inv_freq", inv_freq=lambda: posenc.rope.rope_inv_freq(64, 500000.0))
+base("scaling.ntk_aware_inv_freq", base=lambda: 10000.0, factor=lambda: 16.0)
 base(
-    "rope.yarn_inv_freq",
+    "scaling.yarn_inv_freq",
     dim=lambda: 64,
     base=lambda: 10000.0,
     factor=lambda: 8.0,
     original_max_positions=lambda: 4096,
 )
-base("rope.p_rope_inv_freq", p=lambda: 0.5)
+base("scaling.p_rope_inv_freq", p=lambda: 0.5)
 base(
     "rope_views.pair_scores",
     x_query=lambda: _randn(8, dtype=torch.float32),
@@ -570,8 +583,8 @@ base(
     "rope_views.pair_scores",
     query_positions=lambda: [1, 7],
     key_positions=lambda: [4, 10],
-    w_q=lambda: posenc.rope_views.random_projections(8, 4)[0],
-    w_k=lambda: posenc.rope_views.random_projections(8, 4)[1],
+    w_q=lambda: posenc.book.rope_views.random_projections(8, 4)[0],
+    w_k=lambda: posenc.book.rope_views.random_projections(8, 4)[1],
 )
 base("rope_views.relative_scores", offsets=lambda: [3])
 base("rope_views.rope_attention", x=lambda: _randn(1, 3, 8, dtype=torch.float32))
@@ -609,7 +622,9 @@ base(
 )
 base(
     "shift.max_shift_error",
-    shift_matrices=lambda: torch.stack([posenc.shift.sympy_shift_matrix(k, 4) for k in (-2, 3)]),
+    shift_matrices=lambda: torch.stack(
+        [posenc.book.shift.sympy_shift_matrix(k, 4) for k in (-2, 3)]
+    ),
 )
 base("shift.swap_pair_order", x=lambda: torch.tensor([0.0, 1.0, 2.0, 3.0]))
 base("shift.symbolic_rotation", theta=lambda: __import__("sympy").Symbol("w"))
@@ -659,20 +674,20 @@ base("waves.sine_partner", t=lambda: torch.tensor([0.0, 0.5], dtype=F64))
 base("waves.value_table", quarters=lambda: 2)
 base("waves.wave", t=lambda: torch.tensor([0.0, 0.25]))
 base("waves.collisions", points=lambda: torch.tensor([0.0, 0.5, 1e-12, 0.5]))
-base("fast_rope.rope_blocked", block_elements=lambda: 16)
+base("kernels.rope_blocked", block_elements=lambda: 16)
 base(
-    "fast_rope.rope_qk",
+    "kernels.rope_qk",
     q=lambda: _randn(1, 4, 6, 8),
     k=lambda: _randn(1, 2, 6, 8),
     positions=lambda: None,
 )
-base("fast_rope.dense_matrices", layout=lambda: "half")
+base("kernels.dense_matrices", layout=lambda: "half")
 base(
-    "fast_rope.dense_matrices",
-    cos=lambda: posenc.fast_rope.rope_tables([3], 4, base=100.0, dtype=F64)[0],
-    sin=lambda: posenc.fast_rope.rope_tables([3], 4, base=100.0, dtype=F64)[1],
+    "kernels.dense_matrices",
+    cos=lambda: posenc.fast.kernels.rope_tables([3], 4, base=100.0, dtype=F64)[0],
+    sin=lambda: posenc.fast.kernels.rope_tables([3], 4, base=100.0, dtype=F64)[1],
 )
-base("fast_rope.rope_tables", positions=lambda: [0, 1], dim=lambda: 4)
+base("kernels.rope_tables", positions=lambda: [0, 1], dim=lambda: 4)
 for _name in (
     "rope_blocked",
     "rope_cached",
@@ -680,29 +695,30 @@ for _name in (
     "rope_complex",
     "rope_dense",
     "rope_elementwise",
-    "rope_inplace_",
     "rope_rotate_half",
     "rope_triton",
+    "apply_rope",
+    "apply_rope_",
 ):
-    base(f"fast_rope.{_name}", x=lambda: _randn(4, 8))
+    base(f"kernels.{_name}", x=lambda: _randn(4, 8))
 
 
 base("rope_nd_views.axis_frequencies", axes=lambda: 2)
 
 
 def _claim():
-    return next(c for c in posenc.summary.CLAIMS if c.key == "binary-252")
+    return next(c for c in posenc.book.summary.CLAIMS if c.key == "binary-252")
 
 
 def _findings():
-    return {"binary-252": posenc.summary.Finding(posenc.summary.HOLDS, "252 = 11111100")}
+    return {"binary-252": posenc.book.summary.Finding(posenc.book.summary.HOLDS, "252 = 11111100")}
 
 
 def _claims_page():
     import tempfile
 
     page = Path(tempfile.mkdtemp()) / "claims.md"
-    s = posenc.summary
+    s = posenc.book.summary
     page.write_text("# Claims\n" + s.CLAIMS_BEGIN + "\n" + s.CLAIMS_END + "\n")
     return page
 
@@ -719,7 +735,7 @@ base(
 base(
     "summary.road_map_figure",
     results=_verdicts,
-    road=lambda: [posenc.summary.Station(3, "binary", "it jumps", ("binary",))],
+    road=lambda: [posenc.book.summary.Station(3, "binary", "it jumps", ("binary",))],
 )
 base("summary.scheme_table", results=_verdicts)
 _TABLE = lambda: _randn(4, 4).cos()  # noqa: E731  [T, D/2] for x of shape [.., 4, 8]
@@ -735,12 +751,12 @@ base("summary.update_claims_page", path=_claims_page, claims=lambda: [_claim()])
 NO_BASELINE = {
     "llama.hub_tokenizer": "needs the Hugging Face Hub and a token",
     "llama.hub_embeddings": "needs the Hugging Face Hub and a token",
-    "fast_rope.rope_triton": "needs a CUDA GPU with Triton",
-    "fast_rope.rope_compiled": "torch.compile takes tens of seconds on first use",
+    "kernels.rope_triton": "needs a CUDA GPU with Triton",
+    "kernels.rope_compiled": "torch.compile takes tens of seconds on first use",
     **(
         {}
-        if posenc.cpu_kernel.available()
-        else {"cpu_kernel.rotate": f"no C kernel here: {posenc.cpu_kernel.status()}"}
+        if posenc.fast.cpu_kernel.available()
+        else {"cpu_kernel.rotate": f"no C kernel here: {posenc.fast.cpu_kernel.status()}"}
     ),
 }
 
@@ -765,7 +781,7 @@ INSTANCES: dict[str, Callable[[], object]] = {
     "context.ScoreTerms": _score_terms,
     "precision.Recipe": lambda: posenc.precision.RECIPES["fp32 angles"],
     "properties.Verdict": lambda: posenc.properties.Verdict(True, 0.0, "max error"),
-    "rope_nd_views.OffsetCheck": lambda: posenc.rope_nd_views.OffsetCheck(4, 3, 0.0, 0.0),
+    "rope_nd_views.OffsetCheck": lambda: posenc.book.rope_nd_views.OffsetCheck(4, 3, 0.0, 0.0),
 }
 
 
@@ -918,9 +934,9 @@ OPTIONS: dict[str, set[str]] = {
     "relative_views.attention_at": {"scheme"},
     "relative_views.shift_change": {"scheme"},
     "llama.load": {"source"},
-    "fast_rope.dense_matrices": {"layout"},
+    "kernels.dense_matrices": {"layout"},
     "precision.exact_rope": {"recipe"},
-    "precision.offset_scores": {"recipe"},
+    "precision_views.offset_scores": {"recipe"},
     "precision.recipe_angles": {"recipe"},
     "precision.angle_errors": {"recipe"},
 }

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from matplotlib.animation import FuncAnimation
 
 import posenc as pe
-from posenc import absolute_animations, bits
+from posenc.book import absolute_animations, bits
 
 
 def naive_bits(p: int, n: int) -> list[int]:

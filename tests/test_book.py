@@ -4,6 +4,7 @@ contents, the intro's chapter map, search, references, and the API reference."""
 import html as html_lib
 import importlib
 import inspect
+import pkgutil
 import posixpath
 import re
 import subprocess
@@ -279,10 +280,14 @@ def test_search_page_and_index_exist_and_know_the_chapters(html):
 
 
 def api_modules() -> list[str]:
-    """The modules the API reference must cover: those re-exported by the package, the
-    summary's and the benchmark's."""
-    names = [n for n in posenc.__all__ if inspect.ismodule(getattr(posenc, n))]
-    return sorted({*names, "summary", "bench"})
+    """The modules the API reference must cover: every public module of the package, in
+    every layer (``rope``, ``fast.kernels``, ``book.summary`` ...)."""
+    found = pkgutil.walk_packages(posenc.__path__, prefix="posenc.")
+    return sorted(
+        m.name.removeprefix("posenc.")
+        for m in found
+        if not m.ispkg and not any(part.startswith("_") for part in m.name.split("."))
+    )
 
 
 def public_objects(module_name: str) -> list[tuple[str, object]]:
@@ -299,12 +304,12 @@ def public_objects(module_name: str) -> list[tuple[str, object]]:
 # or display output, which a doctest cannot show. properties.absolute_schemes and
 # properties.check_all should get examples in posenc/properties.py.
 NO_EXAMPLE = {
-    "context.ScoreTerms",
+    "book.context.ScoreTerms",
     "llama.Llama",
     "llama.hub_embeddings",
     "llama.hub_tokenizer",
     "llama.open_for_row_reads",
-    "llama_rope.TransformersRope",
+    "book.llama_rope.TransformersRope",
     "plots.animation_html",
     "precision.RopeCheck",
     "plots.show",
@@ -312,15 +317,15 @@ NO_EXAMPLE = {
     "properties.Verdict",
     "properties.absolute_schemes",
     "properties.check_all",
-    "relative_views.ShiftSetup",
-    "rope_nd_views.OffsetCheck",
-    "rope_views.playground",
-    "rotation_explorer.rotation_explorer",
-    "sinusoidal_views.playground",
-    "summary.Claim",
-    "summary.Finding",
-    "summary.Station",
-    "waves.explorer",
+    "book.relative_views.ShiftSetup",
+    "book.rope_nd_views.OffsetCheck",
+    "book.rope_views.playground",
+    "book.rotation_explorer.rotation_explorer",
+    "book.sinusoidal_views.playground",
+    "book.summary.Claim",
+    "book.summary.Finding",
+    "book.summary.Station",
+    "book.waves.explorer",
 }
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from posenc import summary
+from posenc.book import summary
 from tests.test_book import built_book
 from tools import browser_check
 

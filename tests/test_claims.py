@@ -1,4 +1,4 @@
-"""posenc.summary: every claim's check reproduces its verdict, the appendix is current, the
+"""posenc.book.summary: every claim's check reproduces its verdict, the appendix is current, the
 schemes' table and the road map, and bad input."""
 
 import itertools
@@ -14,7 +14,8 @@ from markdown_it import MarkdownIt
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 from myst_parser.mdit_to_docutils.base import default_slugify
 
-from posenc import properties, summary
+from posenc import properties
+from posenc.book import summary
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAIMS = {claim.key: claim for claim in summary.CLAIMS}
@@ -128,7 +129,7 @@ def test_claims_appendix_is_current():
     end = page.index(summary.CLAIMS_END) + len(summary.CLAIMS_END)
     assert page[start:end] == summary.claims_markdown(), (
         "book/claims.md is out of date: run "
-        "python -c \"from posenc import summary; summary.update_claims_page('book/claims.md')\""
+        "python -c \"from posenc.book import summary; summary.update_claims_page('book/claims.md')\""
     )
 
 
@@ -253,7 +254,8 @@ def test_scheme_verdicts(results, name, passed):
 def test_llama32_rope_scheme_turns_with_llama_frequencies():
     import torch
 
-    from posenc.rope import llama3_inv_freq, rope_inv_freq
+    from posenc.rope import rope_inv_freq
+    from posenc.scaling import llama3_inv_freq
 
     scheme = summary.llama32_rope_scheme()
     table = scheme(torch.arange(5), 16, 5)  # [T, D] float64

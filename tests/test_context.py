@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc as pe
-from posenc import context
+from posenc.book import context
 
 
 @pytest.fixture(autouse=True)

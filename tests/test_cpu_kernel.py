@@ -1,14 +1,17 @@
 """The C loop: bit-identical to the elementwise form, in place and out of place, on every split
 of the work; and a clean fallback when it cannot be built."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import posenc.rope as rope
-from posenc import cpu_kernel
-from posenc import fast_rope as fr
+from posenc.fast import cpu_kernel
+from posenc.fast import kernels as fr
 
 needs_kernel = pytest.mark.skipif(
     not cpu_kernel.available(), reason=f"C kernel not available: {cpu_kernel.status()}"
@@ -62,10 +65,10 @@ def test_kernel_is_bit_identical_to_the_elementwise_form(
 def test_default_paths_use_the_kernel_and_stay_exact(layout, dtype):
     x = torch.randn(2, 8, 300, 64, dtype=dtype)  # above the small-input threshold
     want = fr.rope_elementwise(x, layout=layout)
-    assert torch.equal(rope.apply_rope(x, layout=layout), want)
+    assert torch.equal(fr.apply_rope(x, layout=layout), want)
     assert torch.equal(fr.rope_c(x, layout=layout), want)
     y = x.clone()
-    assert rope.apply_rope_(y, layout=layout) is y and torch.equal(y, want)
+    assert fr.apply_rope_(y, layout=layout) is y and torch.equal(y, want)
     q, _ = fr.rope_qk(x, x.flip(1), layout=layout)
     assert torch.equal(q, want)
 
@@ -111,6 +114,72 @@ def test_the_kernel_takes_only_what_its_loop_can_index():
 def test_bad_arguments_are_named(call, error, match):
     with pytest.raises(error, match=match):
         call(torch.zeros(2, 3, 4), torch.zeros(3, 2))
+
+
+# Each case hands rotate() one wrong tensor among valid ones. They run in a child process:
+# the loop reads raw pointers, so a tensor that slipped through would crash the process
+# (a meta `sin` once did), which a test in this process could not report.
+_WRONG_TENSORS = r"""
+import sys
+import torch
+from posenc.fast import cpu_kernel
+
+T, D = 6, 8
+def valid():
+    src = torch.randn(2, T, D)
+    return {"src": src, "dst": torch.empty_like(src), "cos": torch.rand(T, D // 2),
+            "sin": torch.rand(T, D // 2)}
+
+cases = []
+for name in ("src", "dst", "cos", "sin"):
+    cases.append((name, "on another device", lambda t: t.to("meta")))
+    cases.append((name, "of another dtype", lambda t: t.double()))
+    cases.append((name, "not contiguous", lambda t: t.mT.contiguous().mT))
+    cases.append((name, "of another shape", lambda t: t[..., :2].contiguous()))
+failures = 0
+for name, what, change in cases:
+    args = valid()
+    args[name] = change(args[name])
+    if name == "src" and what == "of another dtype":
+        args["dst"] = args["dst"].double()  # src sets the dtype: then the others differ
+    try:
+        cpu_kernel.rotate(args["src"], args["dst"], args["cos"], args["sin"], "half")
+        print(f"{name} {what}: accepted", flush=True)
+        failures += 1
+    except ValueError as err:
+        print(f"{name} {what}: ValueError: {err}", flush=True)
+
+buf = torch.zeros(2 * T * D + 2)
+src = buf[: 2 * T * D].view(2, T, D)
+overlaps = {
+    "dst over cos": lambda a: {**a, "cos": a["dst"].view(-1)[: T * D // 2].view(T, D // 2)},
+    "dst over sin": lambda a: {**a, "sin": a["dst"].view(-1)[T * D // 2 : T * D].view(T, D // 2)},
+    "dst across src": lambda a: {**a, "src": src, "dst": buf[2:].view(2, T, D)},
+}
+for what, change in overlaps.items():
+    args = change(valid())
+    try:
+        cpu_kernel.rotate(args["src"], args["dst"], args["cos"], args["sin"], "interleaved")
+        print(f"{what}: accepted", flush=True)
+        failures += 1
+    except ValueError as err:
+        print(f"{what}: ValueError: {err}", flush=True)
+sys.exit(3 if failures else 0)
+"""
+
+
+def test_every_wrong_tensor_is_refused_before_the_loop_sees_a_pointer():
+    out = subprocess.run(
+        [sys.executable, "-c", _WRONG_TENSORS], capture_output=True, text=True, timeout=120
+    )
+    report = out.stdout + out.stderr
+    assert out.returncode == 0, f"exit status {out.returncode}:\n{report}"
+    lines = out.stdout.splitlines()
+    assert len(lines) == 19, report  # 4 tensors x 4 faults, 3 overlaps: each one answered
+    for line in lines:
+        assert ": ValueError: " in line, line
+        what, message = line.split(": ValueError: ")
+        assert what.split()[0] in message, line  # the message names the argument
 
 
 @pytest.fixture

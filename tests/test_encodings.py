@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc as pe
-from posenc import sinusoidal_views
+from posenc.book import sinusoidal_views
 
 
 @pytest.mark.parametrize(

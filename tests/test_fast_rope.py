@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc.rope as rope
-from posenc import fast_rope as fr
+from posenc.fast import kernels as fr
 
 LAYOUTS = rope.LAYOUTS
 DTYPES = [torch.float32, torch.bfloat16]
@@ -76,7 +76,7 @@ SHAPES = [(1, 1, 1, 8), (2, 3, 5, 16), (1, 4, 33, 64)]
 
 def _inplace(x, positions=None, **kw):
     y = x.clone()
-    out = fr.rope_inplace_(y, positions, **kw)
+    out = fr.apply_rope_(y, positions, **kw)
     assert out is y
     return y
 
@@ -106,7 +106,8 @@ IMPLS = {
     "blocked_tiny_blocks": lambda x, p=None, **kw: fr.rope_blocked(x, p, block_elements=8, **kw),
     "apply_rope": rope.apply_rope,
     "apply_rope_": lambda x, p=None, **kw: rope.apply_rope_(x.clone(), p, **kw),
-    "rope_inplace_": _inplace,
+    "fast_apply_rope": fr.apply_rope,
+    "fast_apply_rope_": _inplace,
     "rope_qk_q": _qk_first,
     "rope_qk_k": _qk_second,
     "rope_qk_inplace": _qk_inplace,
@@ -262,7 +263,7 @@ def test_in_place_records_autograd_on_a_non_leaf():
 
 def test_empty_leading_dims():
     x = torch.randn(0, 3, 8)
-    for name in ("apply_rope", "blocked", "rope_inplace_"):
+    for name in ("apply_rope", "blocked", "fast_apply_rope_"):
         assert IMPLS[name](x).shape == (0, 3, 8)
 
 
@@ -316,7 +317,9 @@ PUBLIC = {
     "c": fr.rope_c,
     "compiled": fr.rope_compiled,
     "triton": fr.rope_triton,
-    "rope_inplace_": fr.rope_inplace_,
+    "fast_apply_rope": fr.apply_rope,
+    "fast_apply_rope_": fr.apply_rope_,
+    "apply_rope": rope.apply_rope,
     "apply_rope_": rope.apply_rope_,
 }
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc as pe
-from posenc import frequencies as fq
 from posenc import properties
+from posenc.book import frequencies as fq
 
 F64 = torch.float64
 dims = st.integers(1, 32).map(lambda n: 2 * n)
@@ -203,7 +203,7 @@ def test_angle_overshoot_matches_a_loop(d, base, length, mult):
 @pytest.mark.parametrize("factor", [2, 4, 8, 32])
 def test_position_interpolation_leaves_no_unseen_angles(factor):
     f = pe.rope_inv_freq(128)
-    interp = pe.rope.position_interpolation_inv_freq(f, float(factor))
+    interp = pe.scaling.position_interpolation_inv_freq(f, float(factor))
     assert bool((fq.angle_overshoot(factor * 4095, 4096, interp, f) <= 1 + 1e-9).all())
     plain = fq.angle_overshoot(factor * 4095, 4096, f)
     assert int((plain > 1 + 1e-9).sum()) == int(((4095 * f) < 2 * math.pi).sum())
@@ -243,7 +243,7 @@ def test_p_rope_leaves_the_slow_pairs_still(layout, d, p):
         want = list(range(2 * keep, d))
     assert still == want
     x = torch.randn(5, d, dtype=F64)
-    f = pe.rope.p_rope_inv_freq(pe.rope_inv_freq(d), p)
+    f = pe.scaling.p_rope_inv_freq(pe.rope_inv_freq(d), p)
     torch.testing.assert_close(
         fq.p_rope(x, p=p, layout=layout), pe.apply_rope(x, inv_freq=f, layout=layout)
     )

@@ -10,7 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posenc import llama_rope, rope
+from posenc import rope, scaling
+from posenc.book import llama_rope
 
 even_dims = st.integers(1, 12).map(lambda h: 2 * h)
 
@@ -279,7 +280,7 @@ def test_bands_from_wavelength_agree_with_the_scaled_frequencies(
     half, log_base, factor, low, gap, original
 ):
     unscaled = rope.rope_inv_freq(2 * half, 10**log_base)
-    scaled = rope.llama3_inv_freq(unscaled, factor, low, low + gap, original)
+    scaled = scaling.llama3_inv_freq(unscaled, factor, low, low + gap, original)
     bands = llama_rope.llama3_bands(unscaled, low, low + gap, original)
     assert llama_rope.bands_from_ratio(scaled, unscaled, factor, rtol=1e-9) == bands
     # the rule itself, pair by pair

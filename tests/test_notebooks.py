@@ -38,7 +38,8 @@ def test_setup_cell_installs_from_the_configured_repository():
     url, branch = setup_cell.repository()
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert url == config["repository"]["url"]
-    assert f'"git+{url}@{branch}"' in setup_cell.template()
+    # the chapters' extra too: the core alone lacks matplotlib, transformers, ...
+    assert f'"posenc[book] @ git+{url}@{branch}"' in setup_cell.template()
     assert setup_cell.ENV_VAR in setup_cell.template()
 
 

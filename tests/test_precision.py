@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import posenc as pe
 from posenc import precision as pr
+from posenc.book import precision_views as pv
 
 F64 = torch.float64
 BF16, FP16, F32 = torch.bfloat16, torch.float16, torch.float32
@@ -76,7 +77,7 @@ def test_ulp_of_the_broken_finfo_format():
 
 
 def test_spacing_table_lists_the_claims():
-    lines = pr.spacing_table([256, 2048, 8192], [BF16, FP16]).splitlines()
+    lines = pv.spacing_table([256, 2048, 8192], [BF16, FP16]).splitlines()
     assert lines[0].split() == ["above", "bf16", "fp16"]
     assert [line.split()[1:] for line in lines[1:]] == [["2", "0.25"], ["16", "2"], ["64", "8"]]
 
@@ -148,8 +149,8 @@ def test_float32_angle_error_is_within_its_bound(p, base):
 
 def test_angle_error_table_reports_running_maxima():
     f = pe.rope_inv_freq(8)
-    curves = pr.angle_error_curves(f, 2000, ["fp32 angles", "bf16 positions", "all fp16"])
-    table = pr.angle_error_table(curves, [100, 2000]).splitlines()
+    curves = pv.angle_error_curves(f, 2000, ["fp32 angles", "bf16 positions", "all fp16"])
+    table = pv.angle_error_table(curves, [100, 2000]).splitlines()
     assert table[0].split()[-2:] == ["100", "2000"]
     for line in table[1:]:
         name = line[:-20].strip()
@@ -160,9 +161,9 @@ def test_angle_error_table_reports_running_maxima():
 
 
 def test_angle_error_table_rejects_checkpoints_past_the_curves():
-    curves = pr.angle_error_curves(pe.rope_inv_freq(8), 100, ["fp32 angles"])
+    curves = pv.angle_error_curves(pe.rope_inv_freq(8), 100, ["fp32 angles"])
     with pytest.raises(ValueError, match="checkpoints must be at most"):
-        pr.angle_error_table(curves, [200])
+        pv.angle_error_table(curves, [200])
 
 
 # --- scores -----------------------------------------------------------------------------------
@@ -199,26 +200,26 @@ def test_offset_scores_are_rotated_dot_products(seed, offset):
         rq = pr.exact_rope(q.expand(4, 8), m, f, name)
         rk = pr.exact_rope(k.expand(4, 8), m + offset, f, name)
         want = (rq * rk).sum(-1) / (q.norm() * k.norm())
-        got = pr.offset_scores(q, k, m, offset, f, name)
+        got = pv.offset_scores(q, k, m, offset, f, name)
         assert torch.allclose(got, want, atol=1e-12), name
-    exact = pr.offset_scores(q, k, m, offset, f)
+    exact = pv.offset_scores(q, k, m, offset, f)
     assert float(exact.max() - exact.min()) < 1e-9  # depends on the offset only
 
 
 def test_rounded_frequencies_keep_the_relative_property_and_positions_do_not():
     gen = torch.Generator().manual_seed(0)
     q, k = torch.randn(2, 64, generator=gen, dtype=F64)
-    f = pe.llama_rope.llama32_inv_freq()
+    f = pe.book.llama_rope.llama32_inv_freq()
     starts = torch.arange(0, 131072, 997)
-    inv = pr.offset_scores(q, k, starts, 100, f, "bf16 inv_freq")
-    pos = pr.offset_scores(q, k, starts, 100, f, "bf16 positions")
+    inv = pv.offset_scores(q, k, starts, 100, f, "bf16 inv_freq")
+    pos = pv.offset_scores(q, k, starts, 100, f, "bf16 positions")
     assert float(inv.max() - inv.min()) < 1e-12
     assert float(pos.max() - pos.min()) > 0.1
 
 
 def test_fp16_positions_past_the_range_give_nan_scores():
     q, k = torch.randn(2, 8, dtype=F64)
-    s = pr.offset_scores(q, k, [100, 70000], 1, pe.rope_inv_freq(8), "fp16 positions")
+    s = pv.offset_scores(q, k, [100, 70000], 1, pe.rope_inv_freq(8), "fp16 positions")
     assert not math.isnan(s[0].item()) and math.isnan(s[1].item())
 
 
@@ -226,13 +227,13 @@ def test_relative_error_table_cells_are_the_measured_maxima():
     gen = torch.Generator().manual_seed(3)
     q, k = torch.randn(2, 8, generator=gen, dtype=F64)
     f = pe.rope_inv_freq(8)
-    table = pr.relative_error_table(
+    table = pv.relative_error_table(
         q, k, f, offset=2, ranges=[(0, 50), (1000, 1400)], recipes=["all bf16"], samples=10**6
     )
     cells = table.splitlines()[1].split()[-2:]
-    exact = pr.offset_scores(q, k, [0], 2, f)[0]
+    exact = pv.offset_scores(q, k, [0], 2, f)[0]
     for cell, (a, b) in zip(cells, [(0, 50), (1000, 1400)], strict=True):
-        want = (pr.offset_scores(q, k, torch.arange(a, b), 2, f, "all bf16") - exact).abs().max()
+        want = (pv.offset_scores(q, k, torch.arange(a, b), 2, f, "all bf16") - exact).abs().max()
         assert float(cell) == pytest.approx(want.item(), rel=0.05)
 
 
@@ -252,7 +253,9 @@ def test_apply_rope_is_within_the_bound_at_long_positions(dtype, layout):
     gen = torch.Generator().manual_seed(7)
     p = torch.cat([torch.arange(4), torch.randint(0, 131073, (252,), generator=gen)])
     x = torch.randn(256, 64, generator=gen)
-    c = pr.check_apply_rope(x, p, dtype, inv_freq=pe.llama_rope.llama32_inv_freq(), layout=layout)
+    c = pr.check_apply_rope(
+        x, p, dtype, inv_freq=pe.book.llama_rope.llama32_inv_freq(), layout=layout
+    )
     assert c.dtype_kept and c.within_bound
     if dtype in (BF16, torch.float8_e4m3fn):
         assert c.max_error <= 2 * c.rounding_step  # as good as rounding the exact answer
@@ -272,7 +275,7 @@ def test_the_bound_catches_angles_computed_in_bfloat16(monkeypatch):
     p = torch.randint(1000, 100000, (64,), generator=gen)
     c = pr.check_apply_rope(x, p, BF16)
     assert c.dtype_kept and not c.within_bound
-    assert "False" in pr.format_checks([c]).splitlines()[1]
+    assert "False" in pv.format_checks([c]).splitlines()[1]
 
 
 def test_the_bound_is_tight_enough_to_mean_something():
@@ -290,7 +293,7 @@ def test_format_checks_shows_booleans_per_dtype_and_layout():
         for d in (BF16, F64)
         for lay in ("half", "interleaved")
     ]
-    lines = pr.format_checks(checks).splitlines()
+    lines = pv.format_checks(checks).splitlines()
     assert len(lines) == 5
     assert lines[1].split()[:2] == ["bf16", "half"]
     assert lines[-1].split()[-2:] == ["-", "-"]  # float64 is the reference dtype
@@ -305,13 +308,13 @@ def test_apply_rope_refuses_float_positions():
 
 def test_figures_draw():
     f = pe.rope_inv_freq(8)
-    fig = pr.position_rounding_figure(3000, window=8, window_start=2040)
+    fig = pv.position_rounding_figure(3000, window=8, window_start=2040)
     assert len(fig.axes) == 2
-    curves = pr.angle_error_curves(f, 3000, ["fp32 angles", "all bf16", "bf16 positions"])
-    ax = pr.angle_error_figure(curves, bins=10).axes[0]
+    curves = pv.angle_error_curves(f, 3000, ["fp32 angles", "all bf16", "bf16 positions"])
+    ax = pv.angle_error_figure(curves, bins=10).axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == list(curves)
     q, k = torch.randn(2, 8, dtype=F64)
-    fig = pr.offset_scores_figure(q, k, f, max_position=3000, samples=50)
+    fig = pv.offset_scores_figure(q, k, f, max_position=3000, samples=50)
     assert len(fig.axes[0].get_lines()) == 4  # three recipes and the exact line
 
 
@@ -338,9 +341,9 @@ def test_figures_draw():
             "inv_freq must be finite",
         ),
         (lambda: pr.Recipe(F32, torch.int64, F32), ValueError, "freq_dtype"),
-        (lambda: pr.angle_error_curves(pe.rope_inv_freq(4), 0), ValueError, "max_position"),
-        (lambda: pr.angle_error_table({}, [1]), ValueError, "curves must not be empty"),
-        (lambda: pr.angle_error_figure({"a": torch.zeros(3)}, bins=1), ValueError, "bins"),
+        (lambda: pv.angle_error_curves(pe.rope_inv_freq(4), 0), ValueError, "max_position"),
+        (lambda: pv.angle_error_table({}, [1]), ValueError, "curves must not be empty"),
+        (lambda: pv.angle_error_figure({"a": torch.zeros(3)}, bins=1), ValueError, "bins"),
         (
             lambda: pr.exact_rope(torch.randn(2, 6), [0, 1], pe.rope_inv_freq(4)),
             ValueError,
@@ -357,17 +360,17 @@ def test_figures_draw():
             "layout",
         ),
         (
-            lambda: pr.offset_scores(torch.randn(4), torch.randn(6), [0], 1, pe.rope_inv_freq(4)),
+            lambda: pv.offset_scores(torch.randn(4), torch.randn(6), [0], 1, pe.rope_inv_freq(4)),
             ValueError,
             "same shape",
         ),
         (
-            lambda: pr.offset_scores(torch.randn(4), torch.randn(4), [0], 1.5, pe.rope_inv_freq(4)),
+            lambda: pv.offset_scores(torch.randn(4), torch.randn(4), [0], 1.5, pe.rope_inv_freq(4)),
             TypeError,
             "offset",
         ),
         (
-            lambda: pr.relative_error_table(
+            lambda: pv.relative_error_table(
                 torch.randn(4), torch.randn(4), pe.rope_inv_freq(4), ranges=[(5, 5)]
             ),
             ValueError,
@@ -379,11 +382,11 @@ def test_figures_draw():
             "x must be \\[T, D\\]",
         ),
         (lambda: pr.check_apply_rope(torch.randn(2, 4), [0, 1], "bf16"), TypeError, "dtype"),
-        (lambda: pr.format_checks([]), ValueError, "checks must not be empty"),
-        (lambda: pr.format_checks([1]), TypeError, "RopeCheck"),
+        (lambda: pv.format_checks([]), ValueError, "checks must not be empty"),
+        (lambda: pv.format_checks([1]), TypeError, "RopeCheck"),
         (lambda: pr.ulp([1.0], BF16), TypeError, "values must be a torch.Tensor"),
-        (lambda: pr.spacing_table([256], "bf16"), TypeError, "dtypes"),
-        (lambda: pr.position_rounding_figure(1000, []), ValueError, "dtypes must not be empty"),
+        (lambda: pv.spacing_table([256], "bf16"), TypeError, "dtypes"),
+        (lambda: pv.position_rounding_figure(1000, []), ValueError, "dtypes must not be empty"),
     ],
 )
 def test_bad_input_raises_a_clear_error(call, error, match):

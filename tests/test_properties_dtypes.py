@@ -281,7 +281,7 @@ def test_axial_rope_depends_on_coordinate_differences(device, dtype, n_axes, h, 
 def test_position_interpolation_is_the_same_rotation(device, dtype, h, m, factor, seed):
     x = randn(seed, 1, 2 * h, dtype=dtype, device=device)
     f = pe.rope_inv_freq(2 * h)
-    interp = pe.rope.position_interpolation_inv_freq(f, float(factor))
+    interp = pe.scaling.position_interpolation_inv_freq(f, float(factor))
     got = pe.apply_rope(x, [factor * m], inv_freq=interp)
     want = pe.apply_rope(x, [m], inv_freq=f)
     assert close(got, want, 2 * rope_tol(dtype, factor * 1000), x.double().norm().item())

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc as pe
-from posenc import relative_views as rv
+from posenc.book import relative_views as rv
 
 position_lists = st.lists(st.integers(0, 500), min_size=1, max_size=8)
 

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from posenc import rope
+from posenc import scaling as sc
 
 transformers = pytest.importorskip("transformers")
 from transformers import LlamaConfig  # noqa: E402
@@ -66,7 +67,7 @@ def test_half_layout_matches_transformers(head_dim, theta, scaling, max_position
     (q_hf, k_hf), hf_inv_freq = hf_rope(q, k, positions, llama_config(head_dim, theta, scaling))
     ours_inv_freq = rope.rope_inv_freq(head_dim, theta)
     if scaling is not None:
-        ours_inv_freq = rope.llama3_inv_freq(
+        ours_inv_freq = sc.llama3_inv_freq(
             ours_inv_freq,
             scaling["factor"],
             scaling["low_freq_factor"],
@@ -99,7 +100,7 @@ def test_llama3_frequencies_match_transformers(half, log_theta, factor, low, gap
     }
     config = llama_config(2 * half, 10**log_theta, scaling)
     hf, _ = ROPE_INIT_FUNCTIONS["llama3"](config, None)
-    ours = rope.llama3_inv_freq(
+    ours = sc.llama3_inv_freq(
         rope.rope_inv_freq(2 * half, 10**log_theta), factor, low, low + gap, original
     )
     assert (ours - hf.double()).abs().max() < 1e-5
@@ -114,14 +115,14 @@ def test_yarn_matches_transformers():
         max_positions=4096,
     )
     hf, hf_scale = ROPE_INIT_FUNCTIONS["yarn"](config, None)
-    ours, scale = rope.yarn_inv_freq(128, 10000.0, 8.0, 4096)
+    ours, scale = sc.yarn_inv_freq(128, 10000.0, 8.0, 4096)
     assert (ours - hf.double()).abs().max() < 1e-6
     assert math.isclose(scale, hf_scale)
 
 
 def test_llama_3_2_bands_are_15_3_14():
     base = rope.rope_inv_freq(64, 500000.0)
-    scaled = rope.llama3_inv_freq(base)
+    scaled = sc.llama3_inv_freq(base)
     kept = scaled == base
     divided = torch.isclose(scaled, base / 32, rtol=1e-12, atol=0)
     assert (int(kept.sum()), int((~kept & ~divided).sum()), int(divided.sum())) == (15, 3, 14)
@@ -244,12 +245,12 @@ def test_axial_score_depends_on_coordinate_differences(axes, pairs, seed, data):
 
 def test_scalings_keep_fast_pairs_and_stretch_slow_ones():
     base = rope.rope_inv_freq(64, 10000.0)
-    pi = rope.position_interpolation_inv_freq(base, 4.0)
-    ntk = rope.ntk_aware_inv_freq(64, 10000.0, 4.0)
+    pi = sc.position_interpolation_inv_freq(base, 4.0)
+    ntk = sc.ntk_aware_inv_freq(64, 10000.0, 4.0)
     torch.testing.assert_close(pi, base / 4)
     assert ntk[0] == base[0] and torch.isclose(ntk[-1], base[-1] / 4)
     assert bool(((base / 4 <= ntk + 1e-15) & (ntk <= base + 1e-15)).all())
-    keep = rope.p_rope_inv_freq(base, 0.25)
+    keep = sc.p_rope_inv_freq(base, 0.25)
     assert torch.equal(keep[:8], base[:8]) and bool((keep[8:] == 0).all())
 
 
@@ -275,15 +276,15 @@ def test_scalings_keep_fast_pairs_and_stretch_slow_ones():
         (lambda: rope.apply_rope(torch.zeros(3, 4, dtype=torch.long)), TypeError, "floating dtype"),
         (lambda: rope.apply_rope([[0.0, 1.0]]), TypeError, "torch.Tensor"),
         (lambda: rope.rope_matrix(1.5, 4), TypeError, "position must be an int"),
-        (lambda: rope.llama3_inv_freq(rope.rope_inv_freq(8), factor=0.5), ValueError, "at least 1"),
+        (lambda: sc.llama3_inv_freq(rope.rope_inv_freq(8), factor=0.5), ValueError, "at least 1"),
         (
-            lambda: rope.llama3_inv_freq(
+            lambda: sc.llama3_inv_freq(
                 rope.rope_inv_freq(8), low_freq_factor=4.0, high_freq_factor=1.0
             ),
             ValueError,
             "exceed",
         ),
-        (lambda: rope.ntk_aware_inv_freq(8, 10000.0, -2.0), ValueError, "factor must be positive"),
+        (lambda: sc.ntk_aware_inv_freq(8, 10000.0, -2.0), ValueError, "factor must be positive"),
         (
             lambda: rope.apply_rope_nd(torch.zeros(2, 6), torch.zeros(2, 2, dtype=torch.long)),
             ValueError,
@@ -291,7 +292,7 @@ def test_scalings_keep_fast_pairs_and_stretch_slow_ones():
         ),
         (lambda: rope.apply_rope_nd(torch.zeros(2, 8), torch.zeros(2, 2)), TypeError, "integers"),
         (lambda: rope.permute_qk_rows(torch.zeros(6, 3), 2), ValueError, "even size"),
-        (lambda: rope.p_rope_inv_freq(rope.rope_inv_freq(8), 1.5), ValueError, r"\[0, 1\]"),
+        (lambda: sc.p_rope_inv_freq(rope.rope_inv_freq(8), 1.5), ValueError, r"\[0, 1\]"),
     ],
 )
 def test_bad_input_gets_a_clear_error(call, error, match):

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc as pe
-from posenc import rope_nd_views as nd
+from posenc.book import rope_nd_views as nd
 
 F64 = torch.float64
 

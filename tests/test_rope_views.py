@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc as pe
-from posenc import rope_views as rv
+from posenc.book import rope_views as rv
 
 dims = st.integers(1, 16).map(lambda n: 2 * n)  # even D in 2 .. 32
 positions_st = st.integers(-5000, 5000)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc as pe
-from posenc import rotation_explorer, shift
+from posenc.book import rotation_explorer, shift
 
 K, W, P = sp.symbols("k w p")
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import posenc as pe
-from posenc import sinusoidal_views as sv
+from posenc.book import sinusoidal_views as sv
 
 dims = st.integers(1, 24).map(lambda n: 2 * n)  # even D in 2 .. 48
 bases = st.floats(2.0, 1e6)

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posenc import waves
+from posenc.book import waves
 
 angles = st.floats(-50.0, 50.0, allow_nan=False)
 turn = st.floats(0.0, 2 * math.pi, allow_nan=False, exclude_max=True)

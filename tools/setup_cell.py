@@ -24,7 +24,7 @@ TAGS = ["remove-cell", "nbval-skip"]  # hidden in the HTML, not compared by nbva
 ENV_VAR = "POSENC_INSTALL_SOURCE"
 
 _TEMPLATE = """\
-# Setup: in Colab, install the book's package `posenc`; anywhere else there is nothing to do.
+# Setup: in Colab, install `posenc` with what the chapters use; elsewhere there is nothing to do.
 import importlib
 import importlib.util
 import os
@@ -33,7 +33,7 @@ import sys
 
 source = os.environ.get("{env_var}")
 if source is None and "google.colab" in sys.modules:
-    source = "git+{url}@{branch}"
+    source = "posenc[book] @ git+{url}@{branch}"
 if source and importlib.util.find_spec("posenc") is None:
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", source], check=True

@@ -2,7 +2,7 @@
 
 PyTorch has no single CPU operation that rotates the pairs of the half layout: written with
 tensor operations it takes three or four passes over ``x`` (see
-:func:`posenc.fast_rope.rope_blocked`). A loop that reads each pair once, rotates it and
+:func:`posenc.fast.kernels.rope_blocked`). A loop that reads each pair once, rotates it and
 writes it back touches every byte once; this module holds that loop, a few dozen lines of
 C for float32 and float64 and both layouts, and runs it on ``torch.get_num_threads()``
 threads with OpenMP (ctypes releases the GIL during the call). Built with OpenMP, the
@@ -11,11 +11,11 @@ threads; a compiler without OpenMP gives a one-thread loop.
 
 The arithmetic is the elementwise form's: each product rounded, then the sum
 (``-ffp-contract=off`` forbids fused multiply-adds), so results are bit-identical to
-:func:`posenc.fast_rope.rope_elementwise`.
+:func:`posenc.fast.kernels.rope_elementwise`.
 
 The library is built with the system's C compiler (``$CC``, else ``cc``, ``gcc`` or
 ``clang``), with ``-fopenmp`` and ``-march=native`` where the compiler takes them, into
-:func:`posenc.llama.cache_dir`, under a name that hashes the source, the compiler, the
+:func:`posenc.device.cache_dir`, under a name that hashes the source, the compiler, the
 flags and the CPU, so a cache shared between machines never loads code built for another
 processor. Without a compiler, or if the build fails, :func:`available` is
 False, :func:`status` says why, and ``posenc`` uses its tensor-operation paths instead.
@@ -189,7 +189,7 @@ def _cpu_identity() -> str:
 
 
 def _build(compiler: str) -> Path:
-    from posenc.llama import cache_dir
+    from posenc.device import cache_dir
 
     errors = []
     for extra in _VARIANTS:
@@ -320,25 +320,67 @@ def _applicable(src: torch.Tensor, dst: torch.Tensor, cos: torch.Tensor) -> bool
     )
 
 
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    """The bytes a contiguous tensor occupies: ``[start, end)``."""
+    return t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()
+
+
+def _check_arguments(src, dst, cos, sin) -> None:
+    """Everything the C loop trusts, checked before any pointer is taken: the loop reads and
+    writes raw memory, so a tensor it cannot take would crash the process, not raise."""
+    tensors = {"src": src, "dst": dst, "cos": cos, "sin": sin}
+    for name, t in tensors.items():
+        check_tensor(name, t, min_dim=2)
+        if t.device.type != "cpu":
+            raise ValueError(f"{name} must be on the CPU for the C loop, got device {t.device}")
+        if t.dtype != src.dtype:
+            raise ValueError(f"{name} must have src's dtype {src.dtype}, got {t.dtype}")
+    if src.dtype not in _DTYPES:
+        raise ValueError(f"src must be float32 or float64 for the C loop, got {src.dtype}")
+    dim = src.shape[-1]
+    if dim % 2 or src.numel() == 0:
+        raise ValueError(f"src must be non-empty with an even last size D, got {tuple(src.shape)}")
+    if dst.shape != src.shape:
+        raise ValueError(f"dst must have src's shape {tuple(src.shape)}, got {tuple(dst.shape)}")
+    table = (src.shape[-2], dim // 2)
+    for name in ("cos", "sin"):
+        if tuple(tensors[name].shape) != table:
+            raise ValueError(
+                f"{name} must have shape [T, D/2] = {list(table)}, got {tuple(tensors[name].shape)}"
+            )
+    for name, t in tensors.items():
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous, got strides {t.stride()}")
+    d0, d1 = _span(dst)
+    for name in ("src", "cos", "sin"):
+        t0, t1 = _span(tensors[name])
+        if name == "src" and (t0, t1) == (d0, d1):
+            continue  # in place: dst is src
+        if t0 < d1 and d0 < t1:
+            raise ValueError(f"dst must not overlap {name} (unless dst is src), and it does")
+
+
 def rotate(
     src: torch.Tensor, dst: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str
 ) -> None:
     """Write RoPE of ``src`` into ``dst`` (in place when ``dst`` is ``src``) with the kernel.
 
-    The kernel takes CPU tensors of float32 or float64: ``src`` and ``dst`` contiguous
-    ``[..., T, D]`` of one shape and dtype, and one table row per position.
+    The kernel takes CPU tensors of float32 or float64, all contiguous and of one dtype:
+    ``src`` and ``dst`` ``[..., T, D]`` of one shape, and one table row per position.
 
     Args:
         src: vectors ``[..., T, D]``, D even.
         dst: the result, same shape and dtype; may be ``src``.
-        cos: ``cos(p theta_i)`` ``[T, D/2]``, contiguous, x's dtype.
+        cos: ``cos(p theta_i)`` ``[T, D/2]``, contiguous, src's dtype.
         sin: ``sin(p theta_i)``, like ``cos``.
         layout: ``"interleaved"`` or ``"half"``.
 
     Raises:
         TypeError: if an argument is not a floating tensor.
-        ValueError: for an unknown layout, or tensors the kernel cannot take (another
-            device or dtype, shapes that do not match, strides that are not contiguous).
+        ValueError: for an unknown layout, or tensors the kernel cannot take: one not on the
+            CPU, of another dtype or shape, not contiguous, or a ``dst`` that overlaps the
+            tables (or ``src``, unless it is ``src``). All four are checked before the loop
+            sees a pointer.
         RuntimeError: if the kernel is not available (:func:`status` says why).
 
     Example:
@@ -347,19 +389,8 @@ def rotate(
         >>> if available():
         ...     rotate(x, x, angles.cos(), angles.sin(), "half")
     """
-    for name, t in (("src", src), ("dst", dst), ("cos", cos), ("sin", sin)):
-        check_tensor(name, t, min_dim=2)
+    _check_arguments(src, dst, cos, sin)
     check_option("layout", layout, ("interleaved", "half"))
-    if src.shape[-1] % 2:
-        raise ValueError(f"src must have an even last size D, got shape {tuple(src.shape)}")
-    if not (_applicable(src, dst, cos) and sin.shape == cos.shape and sin.dtype == cos.dtype):
-        raise ValueError(
-            "rotate takes contiguous CPU float32/float64 src and dst of one shape [..., T, D] "
-            f"and tables [T, D/2] of their dtype; got src {tuple(src.shape)} {src.dtype}, "
-            f"dst {tuple(dst.shape)} {dst.dtype}, cos {tuple(cos.shape)} {cos.dtype}, "
-            f"sin {tuple(sin.shape)} {sin.dtype}"
-        )
-    sin = sin.contiguous()
     lib = _load()
     if lib is None:
         raise RuntimeError(f"the C kernel is not available: {status()}")

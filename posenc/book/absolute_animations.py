@@ -23,7 +23,7 @@ from matplotlib.lines import Line2D
 
 from posenc import plots
 from posenc._validate import check_int, check_positions, check_sequence, check_str
-from posenc.bits import step_lengths, to_bitstring
+from posenc.book.bits import step_lengths, to_bitstring
 from posenc.encodings import binary_encoding, integer_encoding
 
 __all__ = [

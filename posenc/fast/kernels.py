@@ -20,10 +20,10 @@ from the slowest to the fastest; every one returns what ``apply_rope`` returns:
   low-precision inputs take three or four operations, worked through blocks of positions
   small enough to stay in the cache, so every byte of ``x`` crosses the memory bus once
   each way.
-- :func:`rope_c`: one loop in C (:mod:`posenc.cpu_kernel`), compiled on first use, that
+- :func:`rope_c`: one loop in C (:mod:`posenc.fast.cpu_kernel`), compiled on first use, that
   reads each pair once and writes it once: what ``apply_rope`` runs on a CPU for float32
   and float64 when a C compiler is available (otherwise it runs ``rope_blocked``).
-- :func:`rope_inplace_` (``pe.apply_rope_``): the same, writing into ``x`` itself: no
+- :func:`apply_rope_` (``pe.apply_rope_``): the same, writing into ``x`` itself: no
   fresh memory at all.
 - :func:`rope_compiled`: ``torch.compile`` of the elementwise form (one fused loop),
   compiled on first use.
@@ -58,7 +58,6 @@ from collections.abc import Callable
 
 import torch
 
-from posenc import cpu_kernel
 from posenc._validate import (
     check_bool,
     check_even_dim,
@@ -67,6 +66,7 @@ from posenc._validate import (
     check_str_sequence,
     check_tensor,
 )
+from posenc.fast import cpu_kernel
 from posenc.rope import (
     LAYOUTS,
     _angles,
@@ -82,6 +82,8 @@ __all__ = [
     "BLOCK_ELEMENTS",
     "IMPLEMENTATIONS",
     "agreement",
+    "apply_rope",
+    "apply_rope_",
     "cache_clear",
     "cache_info",
     "compile_available",
@@ -93,7 +95,6 @@ __all__ = [
     "rope_complex",
     "rope_dense",
     "rope_elementwise",
-    "rope_inplace_",
     "rope_qk",
     "rope_rotate_half",
     "rope_tables",
@@ -137,7 +138,9 @@ class _Args:
         else:
             self._base = None
             self._inv_freq = _check_inv_freq(inv_freq, dim)
-            freq_key = ("inv_freq", inv_freq.dtype, tuple(inv_freq.tolist()))
+            # a key from the values costs a device-to-host copy unless they are on the CPU
+            on_cpu = inv_freq.device.type == "cpu"
+            freq_key = ("inv_freq", inv_freq.dtype, tuple(inv_freq.tolist())) if on_cpu else None
         self.x, self.p = x, p
         self.dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
         if p.dim() == 1:
@@ -150,7 +153,10 @@ class _Args:
             pos_key = ("positions", tuple(p.shape), p.numpy().tobytes())
         else:
             pos_key = None  # not cached: hashing would cost a device sync or a long key
-        self.key = None if pos_key is None else (pos_key, dim, freq_key, self.dtype, x.device)
+        if pos_key is None or freq_key is None:
+            self.key = None
+        else:
+            self.key = (pos_key, dim, freq_key, self.dtype, x.device)
 
     @property
     def inv_freq(self) -> torch.Tensor:
@@ -772,7 +778,7 @@ def rope_c(
     inv_freq: torch.Tensor | None = None,
     layout: str = "interleaved",
 ) -> torch.Tensor:
-    """RoPE by the one-pass C loop of :mod:`posenc.cpu_kernel`: what ``apply_rope`` runs on
+    """RoPE by the one-pass C loop of :mod:`posenc.fast.cpu_kernel`: what ``apply_rope`` runs on
     a CPU for float32 and float64 when a C compiler is available.
 
     Each pair is read once, rotated and written once, in either layout, with the
@@ -822,7 +828,7 @@ def _check_budget(block_elements):
     return block_elements
 
 
-def rope_inplace_(
+def apply_rope(
     x: torch.Tensor,
     positions=None,
     *,
@@ -830,7 +836,44 @@ def rope_inplace_(
     inv_freq: torch.Tensor | None = None,
     layout: str = "interleaved",
 ) -> torch.Tensor:
-    """RoPE written into ``x`` itself (``pe.apply_rope_``); returns ``x``.
+    """:func:`posenc.rope.apply_rope`, by the fastest correct path for x's device and dtype.
+
+    Same arguments, result and rounding as the reference; ``cos``/``sin`` tables are cached
+    between calls. On a CPU: the C loop (:mod:`posenc.fast.cpu_kernel`) for float32 and
+    float64 when a C compiler is available, else one complex multiplication (interleaved)
+    or cache-sized blocks of tensor operations (:func:`rope_blocked`); on CUDA the Triton
+    kernel when Triton is installed. Inputs of up to 32,768 elements, and the C loop, give
+    exactly the reference's arithmetic; the other paths may differ from it by one unit in
+    the last place.
+
+    Args:
+        x: head vectors ``[..., T, D]`` (D even), any floating dtype.
+        positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`.
+
+    Returns:
+        The rotated vectors, as :func:`posenc.rope.apply_rope` returns them.
+
+    Raises:
+        TypeError, ValueError: as :func:`posenc.rope.apply_rope`.
+
+    Example:
+        >>> from posenc import rope
+        >>> x = torch.randn(2, 5, 8)
+        >>> torch.equal(apply_rope(x, layout="half"), rope.apply_rope(x, layout="half"))
+        True
+    """
+    return _fastest(_Args(x, positions, base, inv_freq, layout))
+
+
+def apply_rope_(
+    x: torch.Tensor,
+    positions=None,
+    *,
+    base: float = 10000.0,
+    inv_freq: torch.Tensor | None = None,
+    layout: str = "interleaved",
+) -> torch.Tensor:
+    """RoPE written into ``x`` itself; returns ``x``.
 
     No memory is allocated for the result, so nothing is paid for fresh pages: the cost is
     one read and one write of every byte, the least any RoPE can do. Same kernels as
@@ -851,7 +894,7 @@ def rope_inplace_(
     Example:
         >>> x = torch.randn(3, 8)
         >>> expected = rope_elementwise(x, [4, 5, 6])
-        >>> rope_inplace_(x, [4, 5, 6]) is x, torch.equal(x, expected)
+        >>> apply_rope_(x, [4, 5, 6]) is x, torch.equal(x, expected)
         (True, True)
     """
     args = _Args(x, positions, base, inv_freq, layout)
@@ -883,7 +926,7 @@ def _budget_for(x):
 
 
 def _rotate_best(src, dst, tables: _Tables, layout: str) -> None:
-    """The C loop of :mod:`posenc.cpu_kernel` where it applies (one pass, bit-identical to
+    """The C loop of :mod:`posenc.fast.cpu_kernel` where it applies (one pass, bit-identical to
     the elementwise form), else the blocks of tensor operations."""
     if cpu_kernel._applicable(src, dst, tables.cos) and cpu_kernel.available():
         cpu_kernel.rotate(src, dst, tables.cos, tables.sin, layout)
@@ -891,8 +934,18 @@ def _rotate_best(src, dst, tables: _Tables, layout: str) -> None:
         _rotate_into(src, dst, tables, layout, _budget_for(src))
 
 
+TRITON_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+"""The dtypes the Triton kernel takes: every GPU Triton supports computes in them (float8
+formats are not supported on every architecture; the dispatch sends them to torch)."""
+
+
 def _use_triton(x) -> bool:
-    return x.device.type == "cuda" and triton_available() and not _needs_grad(x)
+    return (
+        x.device.type == "cuda"
+        and x.dtype in TRITON_DTYPES
+        and triton_available()
+        and not _needs_grad(x)
+    )
 
 
 def _fastest(args: _Args, tables: _Tables | None = None) -> torch.Tensor:
@@ -927,7 +980,7 @@ def rope_qk(
         q: queries ``[..., H, T, D]``.
         k: keys ``[..., H_kv, T, D]`` (other leading dims allowed, same ``T`` and ``D``).
         positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`.
-        inplace: rotate ``q`` and ``k`` where they are (as :func:`rope_inplace_`).
+        inplace: rotate ``q`` and ``k`` where they are (as :func:`apply_rope_`).
 
     Returns:
         ``(q_rotated, k_rotated)``; with ``inplace`` these are ``q`` and ``k``.
@@ -1182,7 +1235,8 @@ def rope_triton(
         The rotated vectors, same shape, dtype and device as ``x``.
 
     Raises:
-        TypeError, ValueError: as :func:`posenc.rope.apply_rope`.
+        TypeError, ValueError: as :func:`posenc.rope.apply_rope`; ValueError for a dtype
+            not in :data:`TRITON_DTYPES`.
         RuntimeError: when Triton cannot run on x's device (see :func:`triton_available`).
 
     Example:
@@ -1191,6 +1245,8 @@ def rope_triton(
     """
     check_bool("inplace", inplace)
     args = _Args(x, positions, base, inv_freq, layout)
+    if x.dtype not in TRITON_DTYPES:
+        raise ValueError(f"x must have one of the dtypes {TRITON_DTYPES} for Triton, got {x.dtype}")
     if x.device.type not in ("cuda", "cpu") or not triton_available(x.device.type):
         raise RuntimeError(
             f"the Triton kernel cannot run on {x.device}: it needs Triton and a CUDA tensor "
@@ -1221,7 +1277,7 @@ IMPLEMENTATIONS: dict[str, Callable[..., torch.Tensor]] = {
     "triton": rope_triton,
 }
 """Out-of-place implementations by name, all called as ``f(x, positions, *, base, inv_freq,
-layout)``. ``rope_qk`` (two tensors) and ``rope_inplace_`` (writes into ``x``) are the other
+layout)``. ``rope_qk`` (two tensors) and ``apply_rope_`` (writes into ``x``) are the other
 two forms."""
 
 
@@ -1267,8 +1323,6 @@ def agreement(
         >>> errors["blocked"], errors["apply_rope_"], errors["dense"] < 1e-6
         (0.0, 0.0, True)
     """
-    from posenc.rope import apply_rope, apply_rope_
-
     known = (*IMPLEMENTATIONS, "rope_qk", "apply_rope", "apply_rope_")
     for name in check_str_sequence("names", names):
         if name not in known:

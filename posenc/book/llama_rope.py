@@ -44,7 +44,8 @@ from posenc._validate import (
     check_str_sequence,
     check_tensor,
 )
-from posenc.rope import apply_rope, llama3_inv_freq, rope_inv_freq, rope_matrix
+from posenc.rope import apply_rope, rope_inv_freq, rope_matrix
+from posenc.scaling import llama3_inv_freq
 
 __all__ = [
     "BANDS",

@@ -46,14 +46,12 @@ from posenc._validate import (
     check_tensor,
 )
 from posenc.properties import Scheme
-from posenc.rope import (
-    LAYOUTS,
-    apply_rope,
+from posenc.rope import LAYOUTS, apply_rope, rope_inv_freq
+from posenc.scaling import (
     llama3_inv_freq,
     ntk_aware_inv_freq,
     p_rope_inv_freq,
     position_interpolation_inv_freq,
-    rope_inv_freq,
     yarn_inv_freq,
 )
 

@@ -284,8 +284,8 @@ def scaled_sinusoidal(positions, like: torch.Tensor, base: float = 10000.0) -> t
     base = check_positive_float("base", base)
     e = like.shape[-1]
     scale = like.double().norm(dim=-1).mean() / math.sqrt(e / 2)
-    table = sinusoidal_encoding(int(p.max()) + 1, e, base).double()  # [max + 1, E]
-    return (table[p] * scale).to(dtype=like.dtype, device=like.device)
+    table = sinusoidal_encoding(int(p.max()) + 1, e, base).double()  # [max + 1, E], CPU
+    return (table[p].to(like.device) * scale).to(like.dtype)
 
 
 def seeded_projections(

@@ -1,0 +1,18 @@
+"""posenc.fast: RoPE built for speed, with the reference's contract and results.
+
+:func:`posenc.rope.apply_rope` is written to be read; this subpackage computes the same
+rotation as fast as the machine allows, and is what chapter 13 and ``python -m posenc.bench``
+measure. It depends on the core (:mod:`posenc.rope` validates and defines the arithmetic);
+the core never imports it.
+
+- :mod:`posenc.fast.kernels`: every implementation chapter 13 compares, the cached
+  ``cos``/``sin`` tables, the Triton kernel, and the dispatch behind :func:`apply_rope`.
+- :mod:`posenc.fast.cpu_kernel`: the one-pass loop in C, compiled on first use.
+
+Use it as ``from posenc import fast`` and call ``fast.apply_rope(x, positions, ...)`` or
+``fast.apply_rope_(x, ...)`` (in place) where :func:`posenc.apply_rope` would go.
+"""
+
+from posenc.fast.kernels import apply_rope, apply_rope_, cache_clear, cache_info, rope_qk
+
+__all__ = ["apply_rope", "apply_rope_", "cache_clear", "cache_info", "rope_qk"]

@@ -1,0 +1,134 @@
+"""The package's layers, read from its source (posenc/README.md draws them).
+
+- the core (``posenc/*.py`` but ``plots`` and ``bench``) imports only the core;
+- ``posenc.fast`` and ``posenc.bench`` import the core and the fast path;
+- ``posenc.book`` and ``posenc.plots`` import anything below them;
+- the import graph has no cycle, counting imports inside functions too;
+- importing the core loads no plotting, widget, symbolic or model library.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "posenc"
+
+NOT_CORE = ("posenc.fast", "posenc.book", "posenc.plots", "posenc.bench")
+HEAVY = ("matplotlib", "ipywidgets", "IPython", "sympy", "transformers", "triton")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def is_core(name: str) -> bool:
+    return name.startswith("posenc") and not any(
+        name == n or name.startswith(n + ".") for n in NOT_CORE
+    )
+
+
+def imports(path: Path) -> list[tuple[str, bool]]:
+    """``(module, at_top_level)`` for every import in the file, ``posenc`` names resolved to
+    the submodule they name where they name one."""
+    tree = ast.parse(path.read_text())
+    top = {id(node) for node in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(a.name, id(node) in top) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                found.append((full if full in MODULES else node.module, id(node) in top))
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    return {
+        name: {m for m, _ in imports(path) if m in MODULES and m != name}
+        for name, path in MODULES.items()
+    }
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the directed graph, as a list of nodes, or None."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    path: list[str] = []
+
+    def visit(node):
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_the_package_has_all_three_layers():
+    names = set(MODULES)
+    assert {"posenc.rope", "posenc.fast.kernels", "posenc.book.rope_views"} <= names
+
+
+def test_no_import_cycle():
+    # The package's __init__ re-exports the core; every "from posenc.x import" runs it
+    # first, so it is left out of the graph unless a module names it ("import posenc").
+    assert find_cycle(graph()) is None
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if is_core(n)))
+def test_the_core_imports_only_the_core(name):
+    for module, at_top in imports(MODULES[name]):
+        if module.startswith("posenc"):
+            assert is_core(module), f"{name} imports {module}"
+        elif module.split(".")[0] in HEAVY:
+            assert not at_top, f"{name} imports {module} when it is imported"
+            assert module.split(".")[0] not in ("matplotlib", "ipywidgets", "IPython"), (
+                f"{name} imports {module}"
+            )
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("posenc.fast")))
+def test_the_fast_path_imports_no_book_helpers(name):
+    for module, _ in imports(MODULES[name]):
+        assert not module.startswith(("posenc.book", "posenc.plots")), f"{name} imports {module}"
+
+
+def test_importing_the_core_loads_no_heavy_library():
+    core = sorted(n for n in MODULES if is_core(n))
+    code = (
+        "import importlib, json, sys\n"
+        f"for m in {core!r}: importlib.import_module(m)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    loaded = json.loads(out.stdout)
+    bad = [m for m in loaded if m.split(".")[0] in HEAVY or m.startswith(NOT_CORE)]
+    assert not bad, f"importing the core loaded {bad}"
+    assert "posenc.rope" in loaded  # the probe really imported the core
