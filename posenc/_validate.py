@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import inspect
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -212,3 +214,55 @@ def check_float_dtype(name: str, value: object, allowed=None) -> torch.dtype:
         rule = f"one of {tuple(allowed)}" if allowed is not None else "a floating dtype"
         raise ValueError(f"{name} must be {rule}, got {name}={value}")
     return value
+
+
+def _device_of(value: object) -> torch.device | None:
+    """The device of a tensor, or of a module's first parameter or buffer; else None."""
+    if isinstance(value, torch.Tensor):
+        return value.device
+    if isinstance(value, torch.nn.Module):
+        for t in (*value.parameters(), *value.buffers()):
+            return t.device
+    return None
+
+
+def check_same_device(**tensors: object) -> torch.device | None:
+    """Return the one device the given tensors (or modules) live on; others are ignored.
+
+    Raises:
+        ValueError: naming two of the arguments and their devices, if they differ.
+    """
+    first_name, first = None, None
+    for name, value in tensors.items():
+        device = _device_of(value)
+        if device is None:
+            continue
+        if first is None:
+            first_name, first = name, device
+        elif device != first:
+            raise ValueError(
+                f"{first_name} and {name} must be on one device, got {first_name} on {first} "
+                f"and {name} on {device}"
+            )
+    return first
+
+
+def same_device(func: Callable) -> Callable:
+    """Decorate a public function whose tensor arguments must share one device.
+
+    The check runs once, at the public edge, before the function sees its arguments, and
+    its ``ValueError`` names both arguments and both devices (instead of torch's internal
+    error from deep inside the computation).
+    """
+    signature = inspect.signature(func)
+
+    @functools.wraps(func)
+    def checked(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            return func(*args, **kwargs)  # let the call itself report a wrong signature
+        check_same_device(**bound.arguments)
+        return func(*args, **kwargs)
+
+    return checked

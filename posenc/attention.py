@@ -13,12 +13,13 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from posenc._validate import check_real
+from posenc._validate import check_real, same_device
 from posenc._validate import check_tensor as _check_tensor
 
 __all__ = ["DemoAttention", "attention_weights", "permute_positions", "self_attention"]
 
 
+@same_device
 def attention_weights(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """Scaled dot-product attention weights ``softmax(q k^T / sqrt(D))``.
 
@@ -51,6 +52,7 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return scores.softmax(dim=-1)
 
 
+@same_device
 def self_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Scaled dot-product attention ``softmax(q k^T / sqrt(D)) v``, with no positions.
 
@@ -179,6 +181,7 @@ class DemoAttention(nn.Module):
                 for param in self.mha.parameters():
                     param.normal_(0.0, std)
 
+    @same_device
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Attend over a batch of embedded sequences.
 

@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from posenc._validate import check_bool, check_int, check_tensor
+from posenc._validate import check_bool, check_int, check_tensor, same_device
 
 __all__ = [
     "alibi_bias",
@@ -61,6 +61,7 @@ def shaw_relative_indices(num_positions: int, max_distance: int) -> torch.Tensor
     return offset.clamp(-max_distance, max_distance) + max_distance
 
 
+@same_device
 def shaw_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a_k: torch.Tensor, a_v: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -29,6 +29,7 @@ from posenc._validate import (
     check_positions,
     check_positive_float,
     check_tensor,
+    same_device,
 )
 from posenc.rotation import block_diagonal, rotation_matrix
 
@@ -361,6 +362,7 @@ def permute_qk_rows(weight: torch.Tensor, num_heads: int, *, to: str = "half") -
     return weight[index.to(weight.device)]
 
 
+@same_device
 def apply_rope_nd(
     x: torch.Tensor, positions: torch.Tensor, *, base: float = 10000.0, layout: str = "interleaved"
 ) -> torch.Tensor:

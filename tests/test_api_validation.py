@@ -11,8 +11,10 @@ For each callable it
    the valid value: a wrong type, an empty tensor, a 0-d tensor where a vector is needed,
    a tensor of the wrong dtype, NaN where a number or a table of parameters is meant, an
    odd feature size where the docstring asks for an even one, a negative size, an unknown
-   option string, ``None`` where it is not allowed, and a tensor on another device when
-   more than one device is available;
+   option string, ``None`` where it is not allowed, and a tensor on another device (CUDA
+   when there is a GPU, else the meta device): mixed with CPU tensors it must be refused by
+   posenc's check naming both devices (or be a documented mix, ``MIXING``); alone, the
+   function may run there, but must not fail on a tensor it built on the CPU itself;
 3. fails for any garbage that is accepted silently, that fails with anything but
    ``TypeError``/``ValueError``, that fails inside another library (torch, matplotlib, ...)
    instead of posenc's own check, or whose message does not name the argument.
@@ -31,6 +33,7 @@ still running after a few seconds counts as garbage taken.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -848,6 +851,7 @@ class Garbage:
     value: object
     evidence: tuple[str, ...] = ()
     questionable: bool = False
+    other_device: bool = False
 
 
 def _even_feature_rule(target: Target, name: str) -> bool:
@@ -904,12 +908,9 @@ def garbage_for(target: Target, param: inspect.Parameter, valid: object) -> list
                 out.append(Garbage("an odd feature size", odd, (str(odd.shape[-1]),)))
         elif valid.dtype not in (torch.bool,):
             out.append(Garbage("a float tensor for integers", valid.double() + 0.5, ("float",)))
-        if OTHER_DEVICE is not None and valid.device.type != OTHER_DEVICE:
-            out.append(
-                Garbage(
-                    "a tensor on another device", valid.to(OTHER_DEVICE), ("device", "cuda", "cpu")
-                )
-            )
+        if valid.device.type != OTHER_DEVICE:
+            moved = valid.to(OTHER_DEVICE)
+            out.append(Garbage("a tensor on another device", moved, ("device",), other_device=True))
     elif isinstance(valid, torch.dtype):
         out.append(Garbage("a str for a dtype", "float32", ("float32", "str")))
         out.append(Garbage("an integer dtype", torch.int64, ("int64",)))
@@ -927,7 +928,18 @@ def garbage_for(target: Target, param: inspect.Parameter, valid: object) -> list
     return out
 
 
-OTHER_DEVICE = "cuda" if torch.cuda.is_available() else None
+OTHER_DEVICE = "cuda" if torch.cuda.is_available() else "meta"
+"""The second device of the walk. Without a GPU the meta device stands in: mixing a meta
+tensor with a CPU one raises the same "not on the expected device" error CUDA would."""
+
+# Functions that take tensors on different devices on purpose, with where the result lives
+# (each says so in its docstring).
+MIXING: dict[tuple[str, str], str] = {}
+
+
+def mixing(qualname: str, param: str, reason: str) -> None:
+    MIXING[(qualname, param)] = reason
+
 
 # String parameters that take one of a few options (beyond those with a default).
 OPTIONS: dict[str, set[str]] = {
@@ -1047,9 +1059,22 @@ def judge(
             return Outcome(False, f"message does not name {param!r}: {message!r}")
         if garbage.evidence and not any(e.lower() in message.lower() for e in garbage.evidence):
             return Outcome(False, f"message does not show the value: {message!r}")
+        if garbage.other_device and not garbage.questionable:
+            low = message.lower()
+            shown = "cpu" in low and OTHER_DEVICE in low and "device" in low
+            if not shown:
+                return Outcome(False, f"message does not name both devices: {message!r}")
         return Outcome(True)
     except Exception as err:  # an internal error: IndexError, RuntimeError, AttributeError ...
         where = Path(_innermost_frame_file(err)).name
+        if (
+            garbage.other_device
+            and OTHER_DEVICE == "meta"
+            and not _DEVICE_MISMATCH.search(str(err))
+        ):
+            # meta tensors hold no values: what needs them cannot run there, which says
+            # nothing about a real second device; a device mismatch is still a failure
+            return Outcome(True, f"cannot run on meta: {str(err)[:80]!r}")
         return Outcome(False, f"internal {type(err).__name__} in {where}: {str(err)[:150]!r}")
     finally:
         plt.close("all")
@@ -1121,8 +1146,38 @@ def _cases(target: Target):
                 if (target.qualname, p.name, g.label) in ACCEPTED:
                     continue
                 fresh_func, fresh = valid_call(target)
+                if g.other_device:
+                    g = _device_case(target, p.name, fresh_func, fresh, g)
                 fresh[p.name] = g.value
                 yield p.name, g, fresh_func, fresh
+
+
+def _holds_tensors(value: object) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, torch.nn.Module):
+        return any(True for _ in value.parameters()) or any(True for _ in value.buffers())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_tensors(v) for v in value)
+    return False
+
+
+def _device_case(target: Target, name: str, func: Callable, kwargs: dict, g: Garbage) -> Garbage:
+    """A tensor moved to the other device is *mixed* when another argument (or the instance
+    of a method) holds tensors still on the CPU: it must be refused by posenc's own check,
+    naming the argument and both devices, unless the function takes the mix on purpose
+    (``MIXING``). Moved *alone*, the function may run on that device."""
+    others = [v for k, v in kwargs.items() if k != name] + [getattr(func, "__self__", None)]
+    if not any(_holds_tensors(v) for v in others):
+        return dataclasses.replace(g, label="a tensor alone on another device", questionable=True)
+    if (target.qualname, name) in MIXING:
+        return dataclasses.replace(
+            g, label="a tensor mixed with CPU ones (taken)", questionable=True
+        )
+    return dataclasses.replace(g, label="a tensor mixed with CPU ones", evidence=())
+
+
+_DEVICE_MISMATCH = re.compile(r"same device|expected device|two devices|different device")
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=str)
@@ -1138,14 +1193,6 @@ def test_garbage_is_refused_with_a_clear_error(target):
             problems.append(f"{name} = {garbage.label}: {outcome.why}")
     assert not problems, f"{target}: {count} cases, {len(problems)} problems:\n" + "\n".join(
         problems
-    )
-
-
-@pytest.mark.skipif(OTHER_DEVICE is not None, reason="runs the device case itself")
-def test_mismatched_devices_need_a_second_device():
-    pytest.skip(
-        "only one device (cpu) on this machine: tensors on different devices cannot be "
-        "built; with a GPU the walk adds a 'tensor on another device' case per tensor"
     )
 
 

@@ -137,17 +137,21 @@ for name in ("src", "dst", "cos", "sin"):
     cases.append((name, "not contiguous", lambda t: t.mT.contiguous().mT))
     cases.append((name, "of another shape", lambda t: t[..., :2].contiguous()))
 failures = 0
+def attempt(label, args, layout):
+    global failures
+    try:
+        cpu_kernel.rotate(args["src"], args["dst"], args["cos"], args["sin"], layout)
+        print(f"{label}: accepted", flush=True)
+        failures += 1
+    except ValueError as err:
+        print(f"{label}: ValueError: {err}", flush=True)
+
 for name, what, change in cases:
     args = valid()
     args[name] = change(args[name])
     if name == "src" and what == "of another dtype":
         args["dst"] = args["dst"].double()  # src sets the dtype: then the others differ
-    try:
-        cpu_kernel.rotate(args["src"], args["dst"], args["cos"], args["sin"], "half")
-        print(f"{name} {what}: accepted", flush=True)
-        failures += 1
-    except ValueError as err:
-        print(f"{name} {what}: ValueError: {err}", flush=True)
+    attempt(f"{name} {what}", args, "half")
 
 buf = torch.zeros(2 * T * D + 2)
 src = buf[: 2 * T * D].view(2, T, D)
@@ -157,13 +161,7 @@ overlaps = {
     "dst across src": lambda a: {**a, "src": src, "dst": buf[2:].view(2, T, D)},
 }
 for what, change in overlaps.items():
-    args = change(valid())
-    try:
-        cpu_kernel.rotate(args["src"], args["dst"], args["cos"], args["sin"], "interleaved")
-        print(f"{what}: accepted", flush=True)
-        failures += 1
-    except ValueError as err:
-        print(f"{what}: ValueError: {err}", flush=True)
+    attempt(what, change(valid()), "interleaved")
 sys.exit(3 if failures else 0)
 """
 

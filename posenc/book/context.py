@@ -36,6 +36,7 @@ from posenc._validate import (
     check_positive_float,
     check_str_sequence,
     check_tensor,
+    same_device,
 )
 from posenc.encodings import sinusoidal_encoding
 from posenc.rope import apply_rope
@@ -107,6 +108,7 @@ def _check_sequence(content: object, position: object) -> None:
         )
 
 
+@same_device
 def additive_scores(
     content: torch.Tensor, position: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor
 ) -> torch.Tensor:
@@ -140,6 +142,7 @@ def additive_scores(
     return (x @ w_q) @ (x @ w_k).mT
 
 
+@same_device
 def score_terms(
     content: torch.Tensor, position: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor
 ) -> ScoreTerms:
@@ -169,6 +172,7 @@ def score_terms(
     return ScoreTerms(qe @ ke.mT, qe @ kp.mT, qp @ ke.mT, qp @ kp.mT)
 
 
+@same_device
 def pair_terms(
     query_content: torch.Tensor,
     key_content: torch.Tensor,
@@ -336,6 +340,7 @@ def seeded_projections(
     return w[0], w[1]
 
 
+@same_device
 def rope_pair_scores(
     query_content: torch.Tensor,
     key_content: torch.Tensor,

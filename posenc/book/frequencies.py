@@ -44,6 +44,7 @@ from posenc._validate import (
     check_positive_float,
     check_sequence,
     check_tensor,
+    same_device,
 )
 from posenc.properties import Scheme
 from posenc.rope import LAYOUTS, apply_rope, rope_inv_freq
@@ -297,6 +298,7 @@ def _inv_freq_for(dim: int, inv_freq: torch.Tensor | None, base: float) -> torch
     return f
 
 
+@same_device
 def scores_at_distances(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -335,6 +337,7 @@ def scores_at_distances(
     return (h @ _phases(m, f).T).real  # [..., M]
 
 
+@same_device
 def pair_scores(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -420,6 +423,7 @@ def relative_upper_bound(distances, inv_freq: torch.Tensor) -> torch.Tensor:
     return abel_partial_sums(distances, inv_freq).abs().mean(dim=-1)
 
 
+@same_device
 def decay_bound(
     q: torch.Tensor,
     k: torch.Tensor,

@@ -43,6 +43,7 @@ from posenc._validate import (
     check_real,
     check_str_sequence,
     check_tensor,
+    same_device,
 )
 from posenc.rope import apply_rope, rope_inv_freq, rope_matrix
 from posenc.scaling import llama3_inv_freq
@@ -365,6 +366,7 @@ def converter_permute(weight: torch.Tensor, num_heads: int) -> torch.Tensor:
     return by_pair.transpose(1, 2).reshape(rows, cols)  # [H, 2, D/2, E] -> [H * D, E]
 
 
+@same_device
 def rope_scores(
     x: torch.Tensor,
     w_q: torch.Tensor,
@@ -911,6 +913,7 @@ def transformers_inv_freq(config=None) -> torch.Tensor:
     return _rotary_embedding(config, "cpu").inv_freq.detach().clone()
 
 
+@same_device
 def transformers_rope(
     q: torch.Tensor, k: torch.Tensor, positions=None, config=None
 ) -> TransformersRope:

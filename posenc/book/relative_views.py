@@ -38,6 +38,7 @@ from posenc._validate import (
     check_sequence,
     check_str_sequence,
     check_tensor,
+    same_device,
 )
 from posenc.encodings import sinusoidal_encoding
 from posenc.relative import _check_slopes, alibi_slopes, t5_bucket
@@ -239,6 +240,7 @@ def _check_qkv(q, k, v) -> None:
         )
 
 
+@same_device
 def biased_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -277,6 +279,7 @@ def biased_attention(
     return weights @ v, weights
 
 
+@same_device
 def shaw_attention_at(
     q: torch.Tensor,
     k: torch.Tensor,

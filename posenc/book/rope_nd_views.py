@@ -41,6 +41,7 @@ from posenc._validate import (
     check_sequence,
     check_str_sequence,
     check_tensor,
+    same_device,
 )
 from posenc.rope import LAYOUTS, apply_rope, apply_rope_nd, rope_inv_freq
 
@@ -134,6 +135,7 @@ def grid_positions(shape: Sequence[int]) -> torch.Tensor:
     return torch.cartesian_prod(*axes).reshape(-1, len(shape))  # [N, n]
 
 
+@same_device
 def pairwise_scores(
     q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rotate: Rotate = apply_rope_nd
 ) -> torch.Tensor:
@@ -203,6 +205,7 @@ class OffsetCheck:
         return self.relative_spread <= check_real("tol", tol, minimum=0.0)
 
 
+@same_device
 def offset_check(
     q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rotate: Rotate = apply_rope_nd
 ) -> OffsetCheck:
@@ -244,6 +247,7 @@ def offset_check(
     return OffsetCheck(scores.numel(), count, spread, spread / scale if scale > 0 else 0.0)
 
 
+@same_device
 def mispaired_rope_2d(
     x: torch.Tensor, positions: torch.Tensor, *, base: float = 10000.0
 ) -> torch.Tensor:
@@ -293,6 +297,7 @@ def mispaired_rope_2d(
     return torch.cat([xs, ys], dim=-1).to(x.dtype)
 
 
+@same_device
 def mixed_rope_2d(
     x: torch.Tensor,
     positions: torch.Tensor,
@@ -358,6 +363,7 @@ def _check_sections(sections: object, dim: int) -> list[int]:
     return list(sections)
 
 
+@same_device
 def mrope(
     x: torch.Tensor,
     positions: torch.Tensor,
@@ -512,6 +518,7 @@ def frequency_allocation_figure(
     return fig
 
 
+@same_device
 def score_maps_figure(
     q: torch.Tensor,
     k: torch.Tensor,

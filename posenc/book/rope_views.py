@@ -39,6 +39,7 @@ from posenc._validate import (
     check_positive_float,
     check_str_sequence,
     check_tensor,
+    same_device,
 )
 from posenc.attention import DemoAttention
 from posenc.encodings import sinusoidal_encoding
@@ -211,6 +212,7 @@ def _check_layout(layout: object) -> str:
     return layout
 
 
+@same_device
 def score_grid(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -255,6 +257,7 @@ def score_grid(
     return rq @ rk.T
 
 
+@same_device
 def relative_scores(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -387,6 +390,7 @@ def random_projections(
     return w[0], w[1]
 
 
+@same_device
 def pair_scores(
     x_query: torch.Tensor,
     x_key: torch.Tensor,
@@ -523,6 +527,7 @@ def offset_sweep_figure(starts, scores: dict, *, offset: int, ax=None, title: st
 # --- chapter 1's layer with RoPE ---------------------------------------------------------
 
 
+@same_device
 def rope_attention(
     layer: DemoAttention,
     x: torch.Tensor,

@@ -18,7 +18,7 @@ import matplotlib.animation
 import torch
 
 from posenc import plots
-from posenc._validate import check_int, check_positive_float, check_str_sequence
+from posenc._validate import check_int, check_positive_float, check_str_sequence, same_device
 
 __all__ = [
     "ambiguity_figure",
@@ -255,6 +255,7 @@ def _wrap(x: torch.Tensor) -> torch.Tensor:
     return torch.where(r >= TWO_PI, r - TWO_PI, r)
 
 
+@same_device
 def angle_from_pair(sin: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
     """The angle ``t`` in ``[0, 2 pi)`` with ``(sin t, cos t)`` = the given pair.
 

@@ -332,7 +332,9 @@ def _check_arguments(src, dst, cos, sin) -> None:
     for name, t in tensors.items():
         check_tensor(name, t, min_dim=2)
         if t.device.type != "cpu":
-            raise ValueError(f"{name} must be on the CPU for the C loop, got device {t.device}")
+            raise ValueError(
+                f"{name} must be on device cpu for the C loop, got {name} on device {t.device}"
+            )
         if t.dtype != src.dtype:
             raise ValueError(f"{name} must have src's dtype {src.dtype}, got {t.dtype}")
     if src.dtype not in _DTYPES:

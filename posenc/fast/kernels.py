@@ -65,6 +65,7 @@ from posenc._validate import (
     check_positive_float,
     check_str_sequence,
     check_tensor,
+    same_device,
 )
 from posenc.fast import cpu_kernel
 from posenc.rope import (
@@ -384,6 +385,7 @@ def _pair_index(half: int, layout: str, device) -> tuple[torch.Tensor, torch.Ten
     raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
 
 
+@same_device
 def dense_matrices(cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
     """The dense RoPE matrices ``[..., D, D]`` for tables ``cos, sin`` of shape ``[..., D/2]``.
 
@@ -806,8 +808,8 @@ def rope_c(
     args = _Args(x, positions, base, inv_freq, layout)
     if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
         raise ValueError(
-            f"x must be a float32 or float64 CPU tensor for the C kernel, got {x.dtype} on "
-            f"{x.device}"
+            f"x must be a float32 or float64 tensor on the CPU for the C kernel, got dtype "
+            f"{x.dtype} on device {x.device}"
         )
     if args.p.dim() != 1:
         raise ValueError(
