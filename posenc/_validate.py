@@ -130,6 +130,15 @@ def check_str(name: str, value: object) -> str:
     return value
 
 
+LAYOUTS = ("interleaved", "half")
+"""The two ways of pairing a head's features (see :mod:`posenc.rope`)."""
+
+
+def check_layout(layout: object) -> str:
+    """Return ``layout`` if it is one of :data:`LAYOUTS`."""
+    return check_option("layout", layout, LAYOUTS)
+
+
 def check_option(name: str, value: object, options) -> str:
     """Return ``value`` if it is one of ``options`` (strings)."""
     if not isinstance(value, str) or value not in options:

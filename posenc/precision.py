@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
-from posenc._validate import check_even_dim, check_positions, check_tensor
-from posenc.rope import LAYOUTS, apply_rope, rope_inv_freq
+from posenc._validate import check_even_dim, check_layout, check_positions, check_tensor
+from posenc.rope import _join, _pairs, apply_rope, rope_inv_freq
 
 __all__ = [
     "RECIPES",
@@ -330,28 +330,9 @@ def angle_errors(positions, inv_freq: torch.Tensor, recipe) -> torch.Tensor:
 # --- effect on scores -----------------------------------------------------------------------
 
 
-def _check_layout(layout: object) -> str:
-    if not isinstance(layout, str) or layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
-    return layout
-
-
 def _pairs_as_complex(x: torch.Tensor, layout: str) -> torch.Tensor:
     """``x[..., D]`` float64 -> complex ``[..., D/2]``, pair ``i`` as ``a + 1j b``."""
-    half = x.shape[-1] // 2
-    if layout == "interleaved":
-        return torch.complex(x[..., 0::2], x[..., 1::2])
-    if layout == "half":
-        return torch.complex(x[..., :half], x[..., half:])
-    raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
-
-
-def _complex_as_pairs(z: torch.Tensor, layout: str) -> torch.Tensor:
-    if layout == "interleaved":
-        return torch.stack([z.real, z.imag], dim=-1).flatten(-2)
-    if layout == "half":
-        return torch.cat([z.real, z.imag], dim=-1)
-    raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
+    return torch.complex(*_pairs(x, layout))
 
 
 def exact_rope(
@@ -388,7 +369,7 @@ def exact_rope(
         True
     """
     check_tensor("x", x, min_dim=2)
-    layout = _check_layout(layout)
+    layout = check_layout(layout)
     f = _check_inv_freq(inv_freq)
     dim, length = x.shape[-1], x.shape[-2]
     if dim == 0 or dim % 2 or dim // 2 != f.numel():
@@ -402,7 +383,7 @@ def exact_rope(
         )
     angles = recipe_angles(p.to(x.device), f.to(x.device), recipe)  # [T, D/2]
     z = _pairs_as_complex(x.to(F64), layout) * torch.polar(torch.ones_like(angles), angles)
-    return _complex_as_pairs(z, layout)
+    return _join(z.real, z.imag, layout)
 
 
 # --- the fix, and whether posenc follows it -------------------------------------------------
@@ -521,7 +502,7 @@ def rope_error_bound(
     """
     check_tensor("x", x, min_dim=2)
     dtype = _check_float_dtype("dtype", dtype)
-    layout = _check_layout(layout)
+    layout = check_layout(layout)
     exact = exact_rope(x, positions, inv_freq, layout=layout)  # validates the rest
     p = check_positions("positions", positions, nonnegative=False).to(x.device)
     return _bound(x, exact, p, inv_freq, dtype, layout)
@@ -533,7 +514,7 @@ def _bound(x, exact, p, inv_freq, dtype, layout) -> torch.Tensor:
     f = inv_freq.to(device=x.device, dtype=F64)
     radius = _pairs_as_complex(x.to(F64), layout).abs()  # [T, D/2]
     pair_err = radius * (3 * u * p.to(F64).abs()[:, None] * f + 8 * u)  # [T, D/2]
-    e = _complex_as_pairs(torch.complex(pair_err, pair_err), layout)  # [T, D], per element
+    e = _join(pair_err, pair_err, layout)  # [T, D], per element
     return e + ulp(exact.abs() + e, dtype) / 2
 
 
@@ -613,7 +594,7 @@ def check_apply_rope(
     if x.dim() != 2:
         raise ValueError(f"x must be [T, D], got shape {tuple(x.shape)}")
     dtype = _check_float_dtype("dtype", dtype)
-    layout = _check_layout(layout)
+    layout = check_layout(layout)
     if inv_freq is None:
         check_even_dim("x.shape[-1]", x.shape[-1])
         inv_freq = rope_inv_freq(x.shape[-1])

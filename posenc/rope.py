@@ -23,8 +23,10 @@ from __future__ import annotations
 import torch
 
 from posenc._validate import (
+    LAYOUTS,
     check_even_dim,
     check_int,
+    check_layout,
     check_option,
     check_positions,
     check_positive_float,
@@ -43,15 +45,6 @@ __all__ = [
     "rope_inv_freq",
     "rope_matrix",
 ]
-
-LAYOUTS = ("interleaved", "half")
-"""The two ways of pairing a head's features."""
-
-
-def _check_layout(layout: object) -> str:
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
-    return layout
 
 
 def rope_inv_freq(dim: int, base: float = 10000.0) -> torch.Tensor:
@@ -101,15 +94,28 @@ def _angles(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype)
     return positions.to(dtype)[..., None] * inv_freq.to(device=positions.device, dtype=dtype)
 
 
+def _pairs(x: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two members of every pair: ``[..., T, D/2]`` views of ``x[..., T, D]``."""
+    if layout == "interleaved":
+        return x[..., 0::2], x[..., 1::2]
+    if layout == "half":
+        return x.chunk(2, dim=-1)
+    raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
+
+
+def _join(a: torch.Tensor, b: torch.Tensor, layout: str) -> torch.Tensor:
+    """Inverse of :func:`_pairs`: ``[..., T, D]`` from the two members ``[..., T, D/2]``."""
+    if layout == "interleaved":
+        return torch.stack([a, b], dim=-1).flatten(-2)
+    if layout == "half":
+        return torch.cat([a, b], dim=-1)
+    raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
+
+
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
     """Rotate the pairs of ``x[..., T, D]`` by angles given as ``cos, sin`` ``[..., T, D/2]``."""
-    if layout == "interleaved":
-        x1, x2 = x[..., 0::2], x[..., 1::2]
-        return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
-    if layout == "half":
-        x1, x2 = x.chunk(2, dim=-1)
-        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
-    raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
+    x1, x2 = _pairs(x, layout)
+    return _join(x1 * cos - x2 * sin, x1 * sin + x2 * cos, layout)
 
 
 def _check_rope_input(x: object, positions: object) -> tuple[torch.Tensor, torch.Tensor]:
@@ -146,7 +152,7 @@ def _check_args(x, positions, base, inv_freq, layout):
     Returns ``(x, p, inv_freq, layout)`` with ``p`` int64 on x's device.
     """
     x, p = _check_rope_input(x, positions)
-    layout = _check_layout(layout)
+    layout = check_layout(layout)
     if inv_freq is None:
         inv_freq = rope_inv_freq(x.shape[-1], base)
     else:
@@ -281,7 +287,7 @@ def rope_matrix(
     """
     check_int("position", position)
     check_even_dim("dim", dim)
-    _check_layout(layout)
+    check_layout(layout)
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
     inv_freq = rope_inv_freq(dim, base) if inv_freq is None else _check_inv_freq(inv_freq, dim)

@@ -687,10 +687,10 @@ base(
 base("kernels.dense_matrices", layout=lambda: "half")
 base(
     "kernels.dense_matrices",
-    cos=lambda: posenc.fast.kernels.rope_tables([3], 4, base=100.0, dtype=F64)[0],
-    sin=lambda: posenc.fast.kernels.rope_tables([3], 4, base=100.0, dtype=F64)[1],
+    cos=lambda: posenc.fast.tables.rope_tables([3], 4, base=100.0, dtype=F64)[0],
+    sin=lambda: posenc.fast.tables.rope_tables([3], 4, base=100.0, dtype=F64)[1],
 )
-base("kernels.rope_tables", positions=lambda: [0, 1], dim=lambda: 4)
+base("tables.rope_tables", positions=lambda: [0, 1], dim=lambda: 4)
 for _name in (
     "rope_blocked",
     "rope_cached",
@@ -754,7 +754,7 @@ base("summary.update_claims_page", path=_claims_page, claims=lambda: [_claim()])
 NO_BASELINE = {
     "llama.hub_tokenizer": "needs the Hugging Face Hub and a token",
     "llama.hub_embeddings": "needs the Hugging Face Hub and a token",
-    "kernels.rope_triton": "needs a CUDA GPU with Triton",
+    "triton.rope_triton": "needs a CUDA GPU with Triton",
     "kernels.rope_compiled": "torch.compile takes tens of seconds on first use",
     **(
         {}
@@ -769,7 +769,6 @@ BENCH_WALKED = {"bench.Config", "bench.default_config", "bench.quick_config", "b
 
 # Callables not walked at all, with the reason.
 NOT_WALKED = {
-    "bench.main": "a command-line entry point: argparse reports bad arguments and exits",
     "bench.fresh_memory": "changes this process's memory allocator",
     "bench.run": "runs the benchmark (minutes); its Config is walked instead",
 }
@@ -1086,7 +1085,7 @@ def judge(
 def _skip_unwalked(target: Target) -> None:
     if target.qualname in NOT_WALKED:
         pytest.skip(NOT_WALKED[target.qualname])
-    if target.module == "bench" and target.qualname not in BENCH_WALKED:
+    if target.module.split(".")[0] == "bench" and target.qualname not in BENCH_WALKED:
         pytest.skip("benchmark harness: runs benchmarks or needs their results")
 
 
@@ -1133,8 +1132,16 @@ def test_valid_call_runs(target):
     func, kwargs = valid_call(target)
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-        func(**kwargs)
+        result = func(**kwargs)
     plt.close("all")
+    # the baseline is a real call: it returns what the signature promises
+    returns = inspect.signature(target.func).return_annotation
+    if inspect.isclass(target.func):
+        assert isinstance(result, target.func)
+    elif returns in (None, "None"):
+        assert result is None, f"{target} returned {type(result).__name__}, declared None"
+    else:
+        assert result is not None, f"{target} returned None"
 
 
 def _cases(target: Target):

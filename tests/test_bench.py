@@ -18,6 +18,8 @@ import matplotlib.pyplot as plt
 import pytest
 
 from posenc import bench
+from posenc.bench import __main__ as cli
+from posenc.bench import report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,7 +104,7 @@ def test_target_report_compares_with_the_goals():
         _row("apply_rope_", None, "interleaved", note="skipped"),
         _row("apply_rope", 1.0, length=128, alloc_ratio=0.1),  # not the target shape
     ]
-    checks = bench.target_report({"rows": rows})
+    checks = report.target_report({"rows": rows})
     verdicts = {(c["check"].split(":")[0], c["layout"], c["goal"]): c["met"] for c in checks}
     assert verdicts == {
         ("apply_rope", "half", 0.85): True,
@@ -112,25 +114,25 @@ def test_target_report_compares_with_the_goals():
         ("apply_rope_", "half", 0.6): True,
         ("apply_rope_", "interleaved", 0.6): False,
     }
-    text = bench.format_targets(checks)
+    text = report.format_targets(checks)
     assert text.count("MISSED") == 3 and text.count(" met") == 3
 
 
 def test_target_report_prefers_the_focused_measurement():
     grid = _row("apply_rope_", 8.0, traffic_ratio=0.3, group="grid")
     focused = _row("apply_rope_", 5.0, traffic_ratio=0.9, group="targets")
-    checks = bench.target_report({"rows": [grid, focused]})
+    checks = report.target_report({"rows": [grid, focused]})
     assert [(c["value"], c["met"]) for c in checks] == [(0.9, True)]
-    assert [c["value"] for c in bench.target_report({"rows": [grid]})] == [0.3]
+    assert [c["value"] for c in report.target_report({"rows": [grid]})] == [0.3]
 
 
 def test_format_table_shows_skipped_rows_and_wrong_results():
     rows = [_row("dense", None, note="skipped: too slow"), _row("complex", 2.0, ok=False)]
-    table = bench.format_table({"rows": rows}).splitlines()
+    table = report.format_table({"rows": rows}).splitlines()
     assert len(table) == 3
     assert table[1].split()[5] == "-" and table[1].endswith("skipped: too slow")
     assert table[2].endswith("WRONG RESULT")
-    assert len(bench.format_table({"rows": rows}, implementation="dense").splitlines()) == 2
+    assert len(report.format_table({"rows": rows}, implementation="dense").splitlines()) == 2
 
 
 def test_rows_where_rejects_unknown_fields():
@@ -178,7 +180,7 @@ def test_run_rejects_other_configs_and_figure_needs_rows():
     with pytest.raises(TypeError, match="Config"):
         bench.run({"lengths": (8,)})
     with pytest.raises(ValueError, match="no rows"):
-        bench.figure({"rows": [_row("clone", 1.0, layout="-")]}, dtype="bfloat16")
+        report.figure({"rows": [_row("clone", 1.0, layout="-")]}, dtype="bfloat16")
     with pytest.raises(ValueError, match="unknown implementation"):
         bench._implementation("magic", "half")
 
@@ -186,7 +188,7 @@ def test_run_rejects_other_configs_and_figure_needs_rows():
 def test_main_in_process_with_a_tiny_grid(tmp_path):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        status = bench.main(
+        status = cli.main(
             [
                 "--lengths",
                 "64",

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import posenc.rope as rope
 from posenc.fast import cpu_kernel
 from posenc.fast import kernels as fr
+from posenc.fast import tables as tb
 
 needs_kernel = pytest.mark.skipif(
     not cpu_kernel.available(), reason=f"C kernel not available: {cpu_kernel.status()}"
@@ -19,7 +20,7 @@ needs_kernel = pytest.mark.skipif(
 
 
 def _tables(x, positions, layout):
-    return fr._tables(fr._Args(x, positions, 10000.0, None, layout))
+    return tb._tables(tb._Args(x, positions, 10000.0, None, layout))
 
 
 @needs_kernel

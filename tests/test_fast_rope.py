@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 import posenc.rope as rope
 from posenc.fast import kernels as fr
+from posenc.fast import tables as tb
+from posenc.fast import triton as tr
 
 LAYOUTS = rope.LAYOUTS
 DTYPES = [torch.float32, torch.bfloat16]
@@ -171,7 +173,7 @@ def test_blocks_of_any_size_give_the_same_result(
     want = fr.rope_elementwise(x, positions, layout=layout)
     got = fr.rope_blocked(x, positions, layout=layout, block_elements=budget)
     y = x.clone()
-    fr._rotate_into(y, y, fr._tables(fr._Args(y, positions, 1e4, None, layout)), layout, budget)
+    fr._rotate_into(y, y, tb._tables(tb._Args(y, positions, 1e4, None, layout)), layout, budget)
     if layout == "half":
         # the four-step kernel rounds each product once, as the reference does
         assert torch.equal(got, want) and torch.equal(y, want)
@@ -212,11 +214,11 @@ def test_positions_with_leading_dims_broadcast_like_the_reference(name, layout):
 
 
 def test_tables_are_cached_by_positions_frequencies_and_dtype():
-    fr.cache_clear()
+    tb.cache_clear()
     x = torch.randn(2, 6, 8)
     fr.rope_cached(x)
     fr.rope_cached(x)
-    assert fr.cache_info()["hits"] == 1 and fr.cache_info()["misses"] == 1
+    assert tb.cache_info()["hits"] == 1 and tb.cache_info()["misses"] == 1
     # other positions, other frequencies (same shape), another angle dtype: new tables
     slow = rope.rope_inv_freq(8, 10.0)
     for call in (
@@ -225,7 +227,7 @@ def test_tables_are_cached_by_positions_frequencies_and_dtype():
         lambda: fr.rope_cached(x.double()),
     ):
         call()
-    assert fr.cache_info()["misses"] == 4
+    assert tb.cache_info()["misses"] == 4
     torch.testing.assert_close(
         fr.rope_cached(x, inv_freq=slow), fr.rope_elementwise(x, inv_freq=slow)
     )
@@ -234,7 +236,7 @@ def test_tables_are_cached_by_positions_frequencies_and_dtype():
     )
     for t in range(1, 40):  # the cache holds a bounded number of tables
         fr.rope_cached(torch.randn(t, 8))
-    assert fr.cache_info()["size"] == fr.cache_info()["maxsize"]
+    assert tb.cache_info()["size"] == tb.cache_info()["maxsize"]
 
 
 @pytest.mark.parametrize("name", ["apply_rope", "blocked", "cached", "complex", "rotate_half"])
@@ -270,21 +272,21 @@ def test_empty_leading_dims():
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("position", [0, 1, -7, 1000])
 def test_dense_matrices_are_rope_matrix(layout, position):
-    cos, sin = fr.rope_tables([position], 10, base=321.0, dtype=torch.float64)
+    cos, sin = tb.rope_tables([position], 10, base=321.0, dtype=torch.float64)
     mats = fr.dense_matrices(cos, sin, layout)
     torch.testing.assert_close(mats[0], rope.rope_matrix(position, 10, base=321.0, layout=layout))
 
 
 def test_rope_tables_match_the_contract():
     positions = torch.tensor([[0, 1, 2], [5, 6, 70000]])
-    cos, sin = fr.rope_tables(positions, 6, base=100.0)
+    cos, sin = tb.rope_tables(positions, 6, base=100.0)
     assert cos.shape == (2, 3, 3) and cos.dtype == torch.float32
     # the contract: positions and frequencies cast to float32, then multiplied
     angles = positions.float()[..., None] * rope.rope_inv_freq(6, 100.0).float()
     assert torch.equal(cos, angles.cos()) and torch.equal(sin, angles.sin())
     exact = positions.double()[..., None] * rope.rope_inv_freq(6, 100.0)
     torch.testing.assert_close(cos.double(), exact.cos(), atol=1e-2, rtol=0)  # float32 angles
-    assert torch.equal(fr.rope_tables(range(3), 6, base=100.0)[1], sin[0])
+    assert torch.equal(tb.rope_tables(range(3), 6, base=100.0)[1], sin[0])
 
 
 def test_rope_qk_with_fewer_key_heads():
@@ -316,7 +318,7 @@ PUBLIC = {
     "blocked": fr.rope_blocked,
     "c": fr.rope_c,
     "compiled": fr.rope_compiled,
-    "triton": fr.rope_triton,
+    "triton": tr.rope_triton,
     "fast_apply_rope": fr.apply_rope,
     "fast_apply_rope_": fr.apply_rope_,
     "apply_rope": rope.apply_rope,
@@ -362,12 +364,12 @@ def test_bad_input_gets_the_errors_of_apply_rope(name, args, kwargs, error, matc
             TypeError,
             "True or False",
         ),
-        (lambda: fr.rope_tables([0, 1], 5), ValueError, "even"),
-        (lambda: fr.rope_tables([0.5], 4), TypeError, "integers"),
-        (lambda: fr.rope_tables([0], 4, dtype=torch.float16), TypeError, "float32"),
+        (lambda: tb.rope_tables([0, 1], 5), ValueError, "even"),
+        (lambda: tb.rope_tables([0.5], 4), TypeError, "integers"),
+        (lambda: tb.rope_tables([0], 4, dtype=torch.float16), TypeError, "float32"),
         (lambda: fr.dense_matrices(torch.ones(2), torch.ones(3), "half"), ValueError, "one shape"),
         (lambda: fr.dense_matrices(torch.ones(2), torch.ones(2), "pairs"), ValueError, "layout"),
-        (lambda: fr.triton_available("tpu"), ValueError, "'cuda' or 'cpu'"),
+        (lambda: tr.triton_available("tpu"), ValueError, "'cuda' or 'cpu'"),
     ],
 )
 def test_bad_arguments_of_the_fast_forms(call, error, match):
@@ -378,8 +380,12 @@ def test_bad_arguments_of_the_fast_forms(call, error, match):
 # --- torch.compile and Triton -------------------------------------------------------------------
 
 
-def test_compile_availability_is_reported():
-    assert isinstance(fr.compile_available(), bool)
+def test_compile_needs_a_cpp_compiler(monkeypatch):
+    monkeypatch.setattr(fr.shutil, "which", lambda name: None)
+    assert fr.compile_available() is False
+    monkeypatch.setattr(fr.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr("torch._dynamo.is_dynamo_supported", lambda: True, raising=False)
+    assert fr.compile_available() is True
 
 
 @pytest.mark.skipif(
@@ -399,9 +405,9 @@ def test_compiled_matches_reference(dtype):
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is not None, reason="Triton is installed")
 def test_triton_kernel_says_why_it_cannot_run():
-    assert fr.triton_available() is False and fr.triton_available("cpu") is False
+    assert tr.triton_available() is False and tr.triton_available("cpu") is False
     with pytest.raises(RuntimeError, match="needs Triton and a CUDA tensor"):
-        fr.rope_triton(torch.randn(2, 4))
+        tr.rope_triton(torch.randn(2, 4))
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -411,18 +417,18 @@ def test_triton_kernel_under_the_interpreter(layout, maker, monkeypatch):
         "triton", reason="Triton is not installed (its CPU interpreter checks the kernel)"
     )
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    fr._triton_kernel.cache_clear()
+    tr._triton_kernel.cache_clear()
     try:
         x = MAKERS[maker]((2, 3, 5, 16), torch.float32)
         positions = torch.arange(5) * 1000 - 7
         want = fr.rope_elementwise(x, positions, layout=layout)
-        got = fr.rope_triton(x, positions, layout=layout)
+        got = tr.rope_triton(x, positions, layout=layout)
         torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
         y = x.clone()
-        assert fr.rope_triton(y, positions, layout=layout, inplace=True) is y
+        assert tr.rope_triton(y, positions, layout=layout, inplace=True) is y
         torch.testing.assert_close(y, want, rtol=1e-6, atol=1e-6)
     finally:
-        fr._triton_kernel.cache_clear()
+        tr._triton_kernel.cache_clear()
 
 
 def test_registry_names_every_out_of_place_form():

@@ -324,15 +324,24 @@ def test_property_verdicts_of_rope_and_the_relative_methods():
 # --- figures and bad input -----------------------------------------------------------------
 
 
+def _series(fig):
+    """Lines and scatter collections drawn on each axes of ``fig``."""
+    return [len(ax.lines) + len(ax.collections) for ax in fig.axes]
+
+
 def test_figures_draw():
     d = torch.arange(4)
-    fq.decay_figure(
+    fig = fq.decay_figure(
         d, torch.ones(4), torch.ones(4), torch.ones(2, 4), torch.ones(2, 4), torch.ones(2)
     )
-    fq.pair_cosines_figure(16, pairs=(0, 7), max_distance=1000)
-    fq.unseen_angles_figure(16, 100.0, 64, 4)
-    fq.scaling_figure(fq.scaled_frequencies(16, 10000.0, 4.0, 512), 512, 4.0)
-    fq.rotating_periods_figure(16, 0.5)
+    assert _series(fig) == [3, 3]  # bound, measured and its spread, on both panels
+    assert _series(fq.pair_cosines_figure(16, pairs=(0, 7), max_distance=1000)) == [
+        2
+    ]  # a pair each
+    assert _series(fq.unseen_angles_figure(16, 100.0, 64, 4)) == [4]
+    scaled = fq.scaled_frequencies(16, 10000.0, 4.0, 512)
+    assert all(n >= len(scaled) for n in _series(fq.scaling_figure(scaled, 512, 4.0)))
+    assert _series(fq.rotating_periods_figure(16, 0.5)) == [3]
 
 
 v8 = torch.randn(8)

@@ -40,6 +40,7 @@ from posenc._validate import (
     check_even_dim,
     check_int,
     check_int_sequence,
+    check_layout,
     check_positions,
     check_positive_float,
     check_sequence,
@@ -47,7 +48,7 @@ from posenc._validate import (
     same_device,
 )
 from posenc.properties import Scheme
-from posenc.rope import LAYOUTS, apply_rope, rope_inv_freq
+from posenc.rope import apply_rope, rope_inv_freq
 from posenc.scaling import (
     llama3_inv_freq,
     ntk_aware_inv_freq,
@@ -966,8 +967,7 @@ def partial_rotary(
     check_tensor("x", x, min_dim=2)
     dim = x.shape[-1]
     fraction = _check_fraction("fraction", fraction)
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
+    check_layout(layout)
     rotary = int(dim * fraction)
     if rotary % 2:
         raise ValueError(

@@ -36,6 +36,7 @@ from posenc._validate import (
     check_even_dim,
     check_int,
     check_int_sequence,
+    check_layout,
     check_positive_float,
     check_real,
     check_sequence,
@@ -43,7 +44,7 @@ from posenc._validate import (
     check_tensor,
     same_device,
 )
-from posenc.rope import LAYOUTS, apply_rope, apply_rope_nd, rope_inv_freq
+from posenc.rope import _rotate, apply_rope, apply_rope_nd, rope_inv_freq
 
 __all__ = [
     "OffsetCheck",
@@ -60,12 +61,6 @@ __all__ = [
 
 Rotate = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 """A position-dependent map ``rotate(x [..., T, D], positions [T, n]) -> [..., T, D]``."""
-
-
-def _check_layout(layout: object) -> str:
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
-    return layout
 
 
 def _check_coords(positions: object, n: int | None = None) -> torch.Tensor:
@@ -92,18 +87,6 @@ def _check_x(x: object, positions: torch.Tensor) -> torch.Tensor:
             f"x has T={x.shape[-2]} positions but positions has {positions.shape[-2]} cells"
         )
     return x
-
-
-def _rotate_pairs(x: torch.Tensor, angles: torch.Tensor, layout: str) -> torch.Tensor:
-    """Turn the ``D/2`` pairs of ``x[..., T, D]`` by ``angles[..., T, D/2]`` (any sign)."""
-    cos, sin = angles.cos(), angles.sin()
-    if layout == "interleaved":
-        x1, x2 = x[..., 0::2], x[..., 1::2]
-        return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
-    if layout == "half":
-        x1, x2 = x.chunk(2, dim=-1)
-        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
-    raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
 
 
 def _angle_dtype(x: torch.Tensor) -> torch.dtype:
@@ -335,7 +318,7 @@ def mixed_rope_2d(
     """
     positions = _check_coords(positions, 2)
     _check_x(x, positions)
-    _check_layout(layout)
+    check_layout(layout)
     dim = x.shape[-1]
     if dim == 0 or dim % 2:
         raise ValueError(f"head dimension must be even and positive, got D={dim}")
@@ -350,7 +333,7 @@ def mixed_rope_2d(
         freqs.append(f.to(device=x.device, dtype=dtype))
     p = positions.to(device=x.device, dtype=dtype)
     angles = p[..., 0:1] * freqs[0] + p[..., 1:2] * freqs[1]  # [..., T, D/2]
-    return _rotate_pairs(x.to(dtype), angles, layout).to(x.dtype)
+    return _rotate(x.to(dtype), angles.cos(), angles.sin(), layout).to(x.dtype)
 
 
 def _check_sections(sections: object, dim: int) -> list[int]:
@@ -402,7 +385,7 @@ def mrope(
     """
     positions = _check_coords(positions)
     _check_x(x, positions)
-    _check_layout(layout)
+    check_layout(layout)
     dim = x.shape[-1]
     if dim == 0 or dim % 2:
         raise ValueError(f"head dimension must be even and positive, got D={dim}")
@@ -417,7 +400,7 @@ def mrope(
     axis = torch.repeat_interleave(torch.arange(len(sections)), torch.tensor(sections))  # [D/2]
     p = positions.to(device=x.device, dtype=dtype)[..., axis.to(x.device)]  # [..., T, D/2]
     angles = p * rope_inv_freq(dim, base).to(device=x.device, dtype=dtype)
-    return _rotate_pairs(x.to(dtype), angles, layout).to(x.dtype)
+    return _rotate(x.to(dtype), angles.cos(), angles.sin(), layout).to(x.dtype)
 
 
 def axis_frequencies(

@@ -35,6 +35,7 @@ from posenc import plots
 from posenc._validate import (
     check_even_dim,
     check_int,
+    check_layout,
     check_positions,
     check_positive_float,
     check_str_sequence,
@@ -43,7 +44,7 @@ from posenc._validate import (
 )
 from posenc.attention import DemoAttention
 from posenc.encodings import sinusoidal_encoding
-from posenc.rope import LAYOUTS, apply_rope, rope_inv_freq
+from posenc.rope import apply_rope, rope_inv_freq
 
 __all__ = [
     "ENCODINGS",
@@ -206,12 +207,6 @@ def elementwise_rope(x: torch.Tensor, positions=None, *, base: float = 10000.0) 
 # --- scores over many positions ----------------------------------------------------------
 
 
-def _check_layout(layout: object) -> str:
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
-    return layout
-
-
 @same_device
 def score_grid(
     q: torch.Tensor,
@@ -248,7 +243,7 @@ def score_grid(
     """
     _check_head_vector("q", q)
     _check_vector("k", k, q.shape[0])
-    _check_layout(layout)
+    check_layout(layout)
     check_positive_float("base", base)
     p = check_positions("positions", positions, nonnegative=False).to(q.device)
     n, dim = p.numel(), q.shape[0]
@@ -290,7 +285,7 @@ def relative_scores(
     """
     _check_head_vector("q", q)
     _check_vector("k", k, q.shape[0])
-    _check_layout(layout)
+    check_layout(layout)
     check_positive_float("base", base)
     d = check_positions("offsets", offsets, nonnegative=False).to(q.device)
     rk = apply_rope(k.to(q).expand(d.numel(), q.shape[0]), d, base=base, layout=layout)
@@ -586,7 +581,7 @@ def rope_attention(
         raise ValueError(
             f"x must have shape [B, T, E] with E={mha.embed_dim}, got shape {tuple(x.shape)}"
         )
-    _check_layout(layout)
+    check_layout(layout)
     batch, length, width = x.shape
     heads = mha.num_heads
     head_dim = width // heads

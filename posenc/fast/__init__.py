@@ -5,14 +5,17 @@ rotation as fast as the machine allows, and is what chapter 13 and ``python -m p
 measure. It depends on the core (:mod:`posenc.rope` validates and defines the arithmetic);
 the core never imports it.
 
-- :mod:`posenc.fast.kernels`: every implementation chapter 13 compares, the cached
-  ``cos``/``sin`` tables, the Triton kernel, and the dispatch behind :func:`apply_rope`.
-- :mod:`posenc.fast.cpu_kernel`: the one-pass loop in C, compiled on first use.
+- :mod:`posenc.fast.kernels`: every implementation chapter 13 compares, and the dispatch
+  behind :func:`apply_rope` that picks the fastest correct one;
+- :mod:`posenc.fast.tables`: the ``cos``/``sin`` tables, cached between calls;
+- :mod:`posenc.fast.cpu_kernel`: the one-pass loop in C, compiled on first use;
+- :mod:`posenc.fast.triton`: the one-pass Triton kernel for CUDA.
 
 Use it as ``from posenc import fast`` and call ``fast.apply_rope(x, positions, ...)`` or
 ``fast.apply_rope_(x, ...)`` (in place) where :func:`posenc.apply_rope` would go.
 """
 
-from posenc.fast.kernels import apply_rope, apply_rope_, cache_clear, cache_info, rope_qk
+from posenc.fast.kernels import apply_rope, apply_rope_, rope_qk
+from posenc.fast.tables import cache_clear, cache_info
 
 __all__ = ["apply_rope", "apply_rope_", "cache_clear", "cache_info", "rope_qk"]

@@ -46,36 +46,27 @@ sums in the order of its matrix product and agrees to a few units in the last pl
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import importlib.util
-import math
-import os
 import shutil
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 
 import torch
 
 from posenc._validate import (
     check_bool,
-    check_even_dim,
-    check_positions,
-    check_positive_float,
+    check_layout,
     check_str_sequence,
     check_tensor,
     same_device,
 )
 from posenc.fast import cpu_kernel
+from posenc.fast.tables import _angle_tables, _Args, _as_3d, _Tables, _tables
+from posenc.fast.triton import TRITON_DTYPES, _triton_rotate, rope_triton, triton_available
 from posenc.rope import (
     LAYOUTS,
-    _angles,
-    _check_inv_freq,
-    _check_layout,
-    _check_rope_input,
+    _join,
+    _pairs,
     _rotate,
-    rope_inv_freq,
 )
 
 __all__ = [
@@ -85,8 +76,6 @@ __all__ = [
     "agreement",
     "apply_rope",
     "apply_rope_",
-    "cache_clear",
-    "cache_info",
     "compile_available",
     "dense_matrices",
     "rope_blocked",
@@ -98,9 +87,6 @@ __all__ = [
     "rope_elementwise",
     "rope_qk",
     "rope_rotate_half",
-    "rope_tables",
-    "rope_triton",
-    "triton_available",
 ]
 
 BLOCK_ELEMENTS = 1 << 19
@@ -113,202 +99,8 @@ _SMALL = 1 << 15
 """Inputs of at most this many elements take the elementwise arithmetic itself: as fast as
 anything at that size, and bit for bit the reference."""
 
-_CACHE_SIZE = 16
-_CACHE_BYTES = 256 * 2**20
-_CACHE_MAX_POSITIONS = 1 << 16  # explicit positions up to this many entries are cached
-
 
 # --- arguments and tables ---------------------------------------------------------------------
-
-
-class _Args:
-    """Validated arguments: ``x``, positions ``p`` (int64 on x's device), the frequencies
-    (computed when first asked for), the angle dtype, the layout, the result's shape and
-    the cache key of the tables."""
-
-    __slots__ = ("_base", "_inv_freq", "dtype", "key", "layout", "out_shape", "p", "x")
-
-    def __init__(self, x, positions, base, inv_freq, layout):
-        x, p = _check_rope_input(x, positions)
-        self.layout = _check_layout(layout)
-        dim = x.shape[-1]
-        if inv_freq is None:
-            self._base = check_positive_float("base", base)
-            self._inv_freq = None
-            freq_key = ("base", self._base)
-        else:
-            self._base = None
-            self._inv_freq = _check_inv_freq(inv_freq, dim)
-            # a key from the values costs a device-to-host copy unless they are on the CPU
-            on_cpu = inv_freq.device.type == "cpu"
-            freq_key = ("inv_freq", inv_freq.dtype, tuple(inv_freq.tolist())) if on_cpu else None
-        self.x, self.p = x, p
-        self.dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-        if p.dim() == 1:
-            self.out_shape = x.shape
-        else:
-            self.out_shape = torch.Size((*torch.broadcast_shapes(p.shape, x.shape[:-1]), dim))
-        if positions is None:
-            pos_key = ("arange", x.shape[-2])
-        elif p.device.type == "cpu" and p.numel() <= _CACHE_MAX_POSITIONS:
-            pos_key = ("positions", tuple(p.shape), p.numpy().tobytes())
-        else:
-            pos_key = None  # not cached: hashing would cost a device sync or a long key
-        if pos_key is None or freq_key is None:
-            self.key = None
-        else:
-            self.key = (pos_key, dim, freq_key, self.dtype, x.device)
-
-    @property
-    def inv_freq(self) -> torch.Tensor:
-        if self._inv_freq is None:
-            self._inv_freq = rope_inv_freq(self.x.shape[-1], self._base)
-        return self._inv_freq
-
-
-def rope_tables(
-    positions,
-    dim: int,
-    *,
-    base: float = 10000.0,
-    inv_freq: torch.Tensor | None = None,
-    dtype: torch.dtype = torch.float32,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``cos`` and ``sin`` tables of RoPE's angles ``positions * theta_i``.
-
-    Computed exactly as ``apply_rope`` computes them: the positions and frequencies cast to
-    ``dtype``, multiplied, then ``cos`` and ``sin``.
-
-    Args:
-        positions: integer positions ``[T]`` (an int, a sequence or an integer tensor), or an
-            integer tensor ``[..., T]``; the tables live on its device.
-        dim: head features ``D`` (even).
-        base: frequency base, used when ``inv_freq`` is None.
-        inv_freq: the frequencies ``[D/2]`` to use instead.
-        dtype: float32 or float64, the dtype of the angles.
-
-    Returns:
-        ``(cos, sin)``, each ``[..., T, D/2]`` in ``dtype``.
-
-    Raises:
-        TypeError, ValueError: for non-integer positions, a bad ``dim``, ``base``,
-            ``inv_freq`` or ``dtype``.
-
-    Example:
-        >>> cos, sin = rope_tables([0, 1], 4, base=100.0)
-        >>> cos.shape, bool(cos[0].eq(1).all()), round(float(sin[1, 1]), 4)
-        (torch.Size([2, 2]), True, 0.0998)
-    """
-    if dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
-    check_even_dim("dim", dim)
-    if isinstance(positions, torch.Tensor) and positions.dim() > 1:
-        if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
-            raise TypeError(f"positions must hold integers, got dtype {positions.dtype}")
-        if positions.shape[-1] == 0:
-            raise ValueError(f"positions must not be empty, got shape {tuple(positions.shape)}")
-        p = positions.to(torch.int64)
-    else:
-        p = check_positions("positions", positions, nonnegative=False)
-    inv_freq = rope_inv_freq(dim, base) if inv_freq is None else _check_inv_freq(inv_freq, dim)
-    return _angle_tables(p, inv_freq, dtype)
-
-
-def _angle_tables(p, inv_freq, dtype):
-    angles = _angles(p, inv_freq, dtype)  # [..., T, D/2], exactly as apply_rope's reference
-    return angles.cos(), angles.sin()
-
-
-class _Tables:
-    """``cos`` and ``sin`` ``[..., T, D/2]`` for one set of angles, and forms derived from
-    them on first use: ``cos + i sin`` and the full-width tables of :func:`_half_block`."""
-
-    __slots__ = ("_rot", "_wide", "cos", "sin")
-
-    def __init__(self, cos, sin):
-        self.cos, self.sin, self._rot, self._wide = cos, sin, None, {}
-
-    @property
-    def rot(self):
-        if self._rot is None:
-            self._rot = torch.complex(self.cos, self.sin)
-        return self._rot
-
-    def wide(self, layout):
-        """``(c, c)`` and ``(s, -s)`` in the feature order of ``layout``: ``[..., T, D]``."""
-        if layout not in self._wide:
-            self._wide[layout] = (
-                _join(self.cos, self.cos, layout),
-                _join(self.sin, -self.sin, layout),
-            )
-        return self._wide[layout]
-
-
-_cache: OrderedDict = OrderedDict()
-_cache_lock = threading.Lock()
-_cache_stats = {"hits": 0, "misses": 0}
-
-
-def _charge(tables: _Tables) -> int:
-    """Bytes an entry may come to hold: cos and sin, cos + i sin, and the two wide tables."""
-    return 8 * tables.cos.nbytes
-
-
-def _tables(args: _Args) -> _Tables:
-    """The tables for ``args``, from the cache when possible (least recently used first out)."""
-    if args.key is None:
-        return _Tables(*_angle_tables(args.p, args.inv_freq, args.dtype))
-    with _cache_lock:
-        hit = _cache.get(args.key)
-        if hit is not None:
-            _cache.move_to_end(args.key)
-            _cache_stats["hits"] += 1
-            return hit
-        _cache_stats["misses"] += 1
-    tables = _Tables(*_angle_tables(args.p, args.inv_freq, args.dtype))
-    if _charge(tables) > _CACHE_BYTES:
-        return tables
-    with _cache_lock:
-        _cache[args.key] = tables
-        while len(_cache) > _CACHE_SIZE or sum(map(_charge, _cache.values())) > _CACHE_BYTES:
-            _cache.popitem(last=False)
-    return tables
-
-
-def cache_info() -> dict:
-    """Hits, misses, entries and bytes of the table cache.
-
-    At most 16 tables are kept, and at most 256 MB (counting the forms each may grow:
-    ``cos``, ``sin``, ``cos + i sin`` and the full-width tables); least recently used
-    first out.
-
-    Returns:
-        ``{"hits", "misses", "size", "maxsize", "bytes", "maxbytes"}``, all ints.
-
-    Example:
-        >>> sorted(cache_info())
-        ['bytes', 'hits', 'maxbytes', 'maxsize', 'misses', 'size']
-    """
-    with _cache_lock:
-        return {
-            **_cache_stats,
-            "size": len(_cache),
-            "maxsize": _CACHE_SIZE,
-            "bytes": sum(map(_charge, _cache.values())),
-            "maxbytes": _CACHE_BYTES,
-        }
-
-
-def cache_clear() -> None:
-    """Empty the table cache and reset its counters.
-
-    Example:
-        >>> cache_clear(); cache_info()["size"]
-        0
-    """
-    with _cache_lock:
-        _cache.clear()
-        _cache_stats.update(hits=0, misses=0)
 
 
 def _needs_grad(x: torch.Tensor) -> bool:
@@ -316,24 +108,6 @@ def _needs_grad(x: torch.Tensor) -> bool:
 
 
 # --- the textbook forms -----------------------------------------------------------------------
-
-
-def _pairs(x, layout):
-    """The two members of every pair: ``[..., T, D/2]`` views of ``x``."""
-    if layout == "interleaved":
-        return x[..., 0::2], x[..., 1::2]
-    if layout == "half":
-        return x.chunk(2, dim=-1)
-    raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
-
-
-def _join(a, b, layout):
-    """Inverse of :func:`_pairs`: ``[..., T, D]`` from the two members."""
-    if layout == "interleaved":
-        return torch.stack([a, b], dim=-1).flatten(-2)
-    if layout == "half":
-        return torch.cat([a, b], dim=-1)
-    raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
 
 
 def _elementwise(x, cos, sin, layout):
@@ -377,12 +151,7 @@ def rope_elementwise(
 
 def _pair_index(half: int, layout: str, device) -> tuple[torch.Tensor, torch.Tensor]:
     """Feature indices of the two members of every pair: ``[D/2]`` each."""
-    i = torch.arange(half, device=device)
-    if layout == "interleaved":
-        return 2 * i, 2 * i + 1
-    if layout == "half":
-        return i, i + half
-    raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
+    return _pairs(torch.arange(2 * half, device=device), layout)
 
 
 @same_device
@@ -405,6 +174,7 @@ def dense_matrices(cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.T
         ValueError: if their shapes differ or ``layout`` is unknown.
 
     Example:
+        >>> from posenc.fast.tables import rope_tables
         >>> cos, sin = rope_tables([3], 4, base=100.0, dtype=torch.float64)
         >>> from posenc.rope import rope_matrix
         >>> torch.allclose(dense_matrices(cos, sin, "half")[0], rope_matrix(3, 4, base=100.0,
@@ -417,7 +187,7 @@ def dense_matrices(cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.T
         raise ValueError(
             f"cos and sin must have one shape, got {tuple(cos.shape)}, {tuple(sin.shape)}"
         )
-    _check_layout(layout)
+    check_layout(layout)
     half = cos.shape[-1]
     a, b = _pair_index(half, layout, cos.device)
     mats = cos.new_zeros(*cos.shape[:-1], 2 * half, 2 * half)
@@ -497,11 +267,7 @@ def _rotate_half(x, layout):
 
 def _full_tables(cos, sin, layout):
     """``cos`` and ``sin`` repeated to ``D`` features in the order of ``layout``."""
-    if layout == "interleaved":
-        return cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)
-    if layout == "half":
-        return torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)
-    raise ValueError(f"layout must be one of {LAYOUTS}, got layout={layout!r}")
+    return _join(cos, cos, layout), _join(sin, sin, layout)
 
 
 def rope_rotate_half(
@@ -635,14 +401,6 @@ def rope_cached(
 
 
 # --- blocks that stay in the cache ----------------------------------------------------------
-
-
-def _as_3d(*tensors):
-    """Views ``[L, T, last]`` of tensors that share their leading shape, or None."""
-    try:
-        return [t.view(-1, t.shape[-2], t.shape[-1]) for t in tensors]
-    except RuntimeError:
-        return None
 
 
 def _block_shape(lead: int, length: int, dim: int, budget: int) -> tuple[int, int]:
@@ -936,11 +694,6 @@ def _rotate_best(src, dst, tables: _Tables, layout: str) -> None:
         _rotate_into(src, dst, tables, layout, _budget_for(src))
 
 
-TRITON_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-"""The dtypes the Triton kernel takes: every GPU Triton supports computes in them (float8
-formats are not supported on every architecture; the dispatch sends them to torch)."""
-
-
 def _use_triton(x) -> bool:
     return (
         x.device.type == "cuda"
@@ -1029,8 +782,10 @@ def compile_available() -> bool:
         True when :func:`rope_compiled` may compile; the first call can still fail.
 
     Example:
-        >>> isinstance(compile_available(), bool)
-        True
+        >>> from unittest import mock
+        >>> with mock.patch("shutil.which", return_value=None):  # no C++ compiler on the PATH
+        ...     compile_available()
+        False
     """
     try:
         import torch._dynamo as dynamo
@@ -1085,184 +840,6 @@ def rope_compiled(
 
 
 # --- Triton -----------------------------------------------------------------------------------
-
-
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "") == "1"
-
-
-def triton_available(device: str = "cuda") -> bool:
-    """Whether the Triton kernel can run on ``device``.
-
-    On ``"cuda"``: Triton is installed and torch sees a GPU. On ``"cpu"``: Triton is
-    installed and its interpreter is switched on (``TRITON_INTERPRET=1``), which runs the
-    kernel in numpy, slowly, to check it.
-
-    Args:
-        device: ``"cuda"`` or ``"cpu"``.
-
-    Returns:
-        True if :func:`rope_triton` can run there.
-
-    Raises:
-        ValueError: for another device.
-
-    Example:
-        >>> isinstance(triton_available(), bool)
-        True
-    """
-    if device not in ("cuda", "cpu"):
-        raise ValueError(f"device must be 'cuda' or 'cpu', got {device!r}")
-    if importlib.util.find_spec("triton") is None:
-        return False
-    if device == "cuda":
-        return torch.cuda.is_available()
-    return _interpreting()
-
-
-@functools.lru_cache(maxsize=2)
-def _triton_kernel(interpret: bool):
-    """Build the kernel (``interpret`` keys the cache: Triton reads the switch at decoration)."""
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def rope_kernel(
-        src,
-        dst,
-        cos,
-        sin,
-        n_rows,
-        length,
-        half,
-        s_l,
-        s_t,
-        s_d,
-        d_l,
-        d_t,
-        d_d,
-        c_l,
-        c_t,
-        INTERLEAVED: tl.constexpr,
-        BLOCK_ROWS: tl.constexpr,
-        BLOCK_HALF: tl.constexpr,
-    ):
-        # one program: BLOCK_ROWS rows (a row is one vector of D features) x all pairs
-        rows = tl.program_id(0).to(tl.int64) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-        pairs = tl.arange(0, BLOCK_HALF)
-        mask = (rows < n_rows)[:, None] & (pairs < half)[None, :]
-        lead = rows // length
-        pos = rows % length
-        if INTERLEAVED:
-            f1 = 2 * pairs
-            f2 = f1 + 1
-        else:
-            f1 = pairs
-            f2 = pairs + half
-        src_row = (lead * s_l + pos * s_t)[:, None]
-        dst_row = (lead * d_l + pos * d_t)[:, None]
-        tab = (lead * c_l + pos * c_t)[:, None] + pairs[None, :]
-        c = tl.load(cos + tab, mask=mask, other=1.0)
-        s = tl.load(sin + tab, mask=mask, other=0.0)
-        x1 = tl.load(src + src_row + f1[None, :] * s_d, mask=mask, other=0.0).to(c.dtype)
-        x2 = tl.load(src + src_row + f2[None, :] * s_d, mask=mask, other=0.0).to(c.dtype)
-        o1 = x1 * c - x2 * s
-        o2 = x1 * s + x2 * c
-        tl.store(dst + dst_row + f1[None, :] * d_d, o1.to(dst.dtype.element_ty), mask=mask)
-        tl.store(dst + dst_row + f2[None, :] * d_d, o2.to(dst.dtype.element_ty), mask=mask)
-
-    return rope_kernel
-
-
-def _triton_rotate(src, dst, tables: _Tables, layout: str) -> None:
-    """One Triton launch per ``[L, T, D]`` view: read ``src`` once, write ``dst`` once."""
-    half = src.shape[-1] // 2
-    lead = src.shape[:-1]
-    cos = tables.cos.expand((*lead, half))
-    sin = tables.sin.expand((*lead, half))
-    if src.dim() == 2:
-        src, dst, cos, sin = (t.unsqueeze(0) for t in (src, dst, cos, sin))
-    views = _as_3d(src, dst, cos, sin)
-    if views is None or views[2].stride() != views[3].stride() or views[2].stride(-1) != 1:
-        for i in range(src.shape[0]):
-            _triton_rotate(src[i], dst[i], _Tables(cos[i], sin[i]), layout)
-        return
-    s3, d3, c3, n3 = views
-    n_rows = s3.shape[0] * s3.shape[1]
-    block_half = 1 << max(0, (half - 1).bit_length())
-    block_rows = max(1, min(128, 4096 // block_half))
-    kernel = _triton_kernel(_interpreting())
-    grid = (math.ceil(n_rows / block_rows),)
-    with _device_guard(src):
-        kernel[grid](
-            s3,
-            d3,
-            c3,
-            n3,
-            n_rows,
-            s3.shape[1],
-            half,
-            *s3.stride(),
-            *d3.stride(),
-            *c3.stride()[:2],
-            INTERLEAVED=layout == "interleaved",
-            BLOCK_ROWS=block_rows,
-            BLOCK_HALF=block_half,
-            enable_fp_fusion=False,  # round each product, then the sum, as the reference
-        )
-
-
-def _device_guard(t):
-    return torch.cuda.device(t.device) if t.device.type == "cuda" else contextlib.nullcontext()
-
-
-def rope_triton(
-    x: torch.Tensor,
-    positions=None,
-    *,
-    base: float = 10000.0,
-    inv_freq: torch.Tensor | None = None,
-    layout: str = "interleaved",
-    inplace: bool = False,
-) -> torch.Tensor:
-    """RoPE as one Triton kernel: each program loads a block of rows and their table rows,
-    rotates in the angle dtype and stores, so ``x`` is read once and written once.
-
-    Args:
-        x: head vectors ``[..., T, D]`` on CUDA (or on the CPU under ``TRITON_INTERPRET=1``).
-        positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`.
-        inplace: write into ``x`` and return it.
-
-    Returns:
-        The rotated vectors, same shape, dtype and device as ``x``.
-
-    Raises:
-        TypeError, ValueError: as :func:`posenc.rope.apply_rope`; ValueError for a dtype
-            not in :data:`TRITON_DTYPES`.
-        RuntimeError: when Triton cannot run on x's device (see :func:`triton_available`).
-
-    Example:
-        >>> x = torch.randn(2, 4, 8)
-        >>> y = rope_triton(x.cuda()) if triton_available() else x  # doctest: +SKIP
-    """
-    check_bool("inplace", inplace)
-    args = _Args(x, positions, base, inv_freq, layout)
-    if x.dtype not in TRITON_DTYPES:
-        raise ValueError(f"x must have one of the dtypes {TRITON_DTYPES} for Triton, got {x.dtype}")
-    if x.device.type not in ("cuda", "cpu") or not triton_available(x.device.type):
-        raise RuntimeError(
-            f"the Triton kernel cannot run on {x.device}: it needs Triton and a CUDA tensor "
-            "(or TRITON_INTERPRET=1 for a CPU tensor)"
-        )
-    if args.out_shape != x.shape:
-        raise ValueError(
-            f"positions of shape {tuple(args.p.shape)} broadcast x of shape {tuple(x.shape)} "
-            f"to {tuple(args.out_shape)}; the Triton kernel keeps x's shape"
-        )
-    out = x if inplace else torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    if x.numel():
-        _triton_rotate(x, out, _tables(args), args.layout)
-    return out
 
 
 # --- registry -------------------------------------------------------------------------------

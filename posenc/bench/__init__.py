@@ -5,6 +5,9 @@ Command line (``--help`` lists every option)::
     python -m posenc.bench                       # default grid, results in ./bench-results
     python -m posenc.bench --quick --out /tmp/b  # a small grid, in seconds
 
+This module measures; :mod:`posenc.bench.report` turns a result into tables, the targets'
+verdicts, figures and files, and ``posenc/bench/__main__.py`` is the command line.
+
 RoPE reads ``q`` and ``k`` and writes them back, so no implementation can be faster than
 moving those bytes. Two bounds are measured on the same tensors in the same run:
 
@@ -34,10 +37,8 @@ output directory.
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import dataclasses
-import json
 import math
 import os
 import platform
@@ -45,13 +46,12 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import torch
 
-from posenc import plots, rope
+from posenc import rope
 from posenc._validate import check_bool, check_int
-from posenc.fast import cpu_kernel
+from posenc.fast import cpu_kernel, tables, triton
 from posenc.fast import kernels as fast_rope
 
 __all__ = [
@@ -62,19 +62,12 @@ __all__ = [
     "Config",
     "default_config",
     "dimension_sweep",
-    "figure",
-    "format_table",
-    "format_targets",
     "fresh_memory",
-    "main",
     "measure_targets",
     "quick_config",
     "rows_where",
     "run",
-    "sweep_figure",
-    "target_report",
     "time_rounds",
-    "write",
 ]
 
 IMPLEMENTATIONS = (
@@ -412,7 +405,7 @@ def _implementation(name: str, layout: str):
         "blocked": fast_rope.rope_blocked,
         "c": fast_rope.rope_c,
         "compiled": fast_rope.rope_compiled,
-        "triton": fast_rope.rope_triton,
+        "triton": triton.rope_triton,
     }
     if name in funcs:
         return _out_of_place(funcs[name], layout), False
@@ -431,7 +424,7 @@ def _unavailable(name: str, config: Config, macs: int, dim: int, dtype: torch.dt
         return "skipped: measured at smaller T"
     if name == "compiled" and not fast_rope.compile_available():
         return "unavailable: torch.compile needs dynamo and a C++ compiler"
-    if name == "triton" and not (config.device == "cuda" and fast_rope.triton_available()):
+    if name == "triton" and not (config.device == "cuda" and triton.triton_available()):
         return "unavailable: needs CUDA and Triton"
     if name == "c" and config.device != "cpu":
         return "unavailable: a CPU loop"
@@ -485,7 +478,7 @@ def _point(config: Config, dtype_name: str, length: int, dim: int, log) -> list[
     reference = _Reference(q, k, sorted({0, config.heads - 1}))
     hf = _transformers_rope()
     if hf is not None:
-        cos, sin = fast_rope.rope_tables(torch.arange(length, device=device), dim)
+        cos, sin = tables.rope_tables(torch.arange(length, device=device), dim)
         cos_hf = torch.cat([cos, cos], dim=-1)[None].to(dtype)  # [1, T, D] as transformers
         sin_hf = torch.cat([sin, sin], dim=-1)[None].to(dtype)
         calls[REFERENCE] = lambda: hf(q, k, cos_hf, sin_hf)
@@ -671,6 +664,7 @@ def measure_targets(rounds: int = 21, *, log: Callable[[str], None] | None = Non
         TypeError, ValueError: for a ``rounds`` that is not a positive int.
 
     Example:
+        >>> from posenc.bench.report import target_report
         >>> result = measure_targets(1)
         >>> {row["group"] for row in result["rows"]}, len(target_report(result))
         ({'targets'}, 6)
@@ -714,196 +708,6 @@ def rows_where(result: dict, **match) -> list[dict]:
         if rows and key not in rows[0]:
             raise KeyError(f"rows have no field {key!r}; fields: {sorted(rows[0])}")
     return [r for r in rows if all(r[k] == v for k, v in match.items())]
-
-
-def _fmt(value, spec: str) -> str:
-    """``value`` formatted by ``spec`` (e.g. ``"7.2f"``), or ``-`` right-aligned to its width."""
-    if value is None:
-        return "-".rjust(int(spec.split(".")[0] or 0))
-    return format(value, spec)
-
-
-def format_table(result: dict, **match) -> str:
-    """A text table of the rows (filtered as :func:`rows_where`).
-
-    Columns: dtype, D, T, layout, implementation, milliseconds, MB moved, GB/s, ratio to the
-    allocation bound, ratio to the traffic bound, speed-up over transformers, and a note.
-
-    Args:
-        result: what :func:`run` returned.
-        **match: optional filters.
-
-    Returns:
-        The table, one line per row.
-
-    Example:
-        >>> row = {"dtype": "float32", "dim": 8, "length": 4, "layout": "-",
-        ...        "implementation": "clone", "ms": 0.01, "bytes": 1024, "gbps": 0.1,
-        ...        "alloc_ratio": 1.0, "traffic_ratio": 0.5, "speedup_vs_transformers": None,
-        ...        "ok": True, "note": ""}
-        >>> print(format_table({"rows": [row]}).splitlines()[1].split())
-        ['float32', '8', '4', '-', 'clone', '0.010', '0.0', '0.10', '1.00', '0.50', '-']
-    """
-    head = (
-        f"{'dtype':8s} {'D':>4s} {'T':>6s} {'layout':11s} {'implementation':14s} "
-        f"{'ms':>9s} {'MB':>7s} {'GB/s':>7s} {'x alloc':>7s} {'x traf':>7s} {'x HF':>6s}"
-    )
-    lines = [head]
-    for r in rows_where(result, **match):
-        flag = "" if r["ok"] else "  WRONG RESULT"
-        lines.append(
-            f"{r['dtype']:8s} {r['dim']:>4d} {r['length']:>6d} {r['layout']:11s} "
-            f"{r['implementation']:14s} {_fmt(r['ms'], '9.3f')} {r['bytes'] / 1e6:7.1f} "
-            f"{_fmt(r['gbps'], '7.2f')} {_fmt(r['alloc_ratio'], '7.2f')} "
-            f"{_fmt(r['traffic_ratio'], '7.2f')} {_fmt(r['speedup_vs_transformers'], '6.2f')}"
-            f"{'  ' + r['note'] if r['note'] else ''}{flag}"
-        )
-    return "\n".join(lines)
-
-
-def target_report(result: dict) -> list[dict]:
-    """The performance targets, checked on the rows of :data:`TARGET_SHAPE` (float32, CPU).
-
-    - ``apply_rope``, each layout: at least 0.85 of the allocation bound and at least 3
-      times as fast as transformers;
-    - ``apply_rope_``, each layout: at least 0.6 of the traffic bound.
-
-    The rows of the focused measurement (``group == "targets"``) are used when the result
-    has them, else the grid's rows of that shape.
-
-    Args:
-        result: what :func:`run` returned.
-
-    Returns:
-        One dict per check: ``{"check", "layout", "value", "goal", "met"}``; empty when the
-        grid has no CPU float32 point of the target shape.
-
-    Example:
-        >>> target_report({"rows": []})
-        []
-    """
-    b, h, t, d = TARGET_SHAPE
-    base = {"device": "cpu", "dtype": "float32", "batch": b, "heads": h, "length": t, "dim": d}
-    checks = []
-    goals = (
-        ("apply_rope", "alloc_ratio", 0.85, "out of place vs allocation bound"),
-        ("apply_rope", "speedup_vs_transformers", 3.0, "speed-up over transformers"),
-        ("apply_rope_", "traffic_ratio", 0.6, "in place vs traffic bound"),
-    )
-    rows = result["rows"]
-    if any(r.get("group") == "targets" for r in rows):
-        rows = [r for r in rows if r.get("group") == "targets"]
-    for name, field, goal, label in goals:
-        for r in rows_where({"rows": rows}, implementation=name, **base) if rows else []:
-            value = r[field]
-            checks.append(
-                {
-                    "check": f"{name}: {label}",
-                    "layout": r["layout"],
-                    "value": value,
-                    "goal": goal,
-                    "met": value is not None and value >= goal,
-                }
-            )
-    return checks
-
-
-def format_targets(checks: list[dict]) -> str:
-    """The checks of :func:`target_report` as text, one line each.
-
-    Args:
-        checks: what :func:`target_report` returned.
-
-    Returns:
-        Lines ``check, layout, value (goal >= g) met|MISSED``.
-
-    Example:
-        >>> c = {"check": "apply_rope_: in place vs traffic bound", "layout": "half",
-        ...      "value": 0.7, "goal": 0.6, "met": True}
-        >>> format_targets([c]).split()[-5:]
-        ['0.70', '(goal', '>=', '0.6)', 'met']
-    """
-    lines = []
-    for c in checks:
-        verdict = "met" if c["met"] else "MISSED"
-        lines.append(
-            f"{c['check']:42s} {c['layout']:11s} {_fmt(c['value'], '6.2f')} "
-            f"(goal >= {c['goal']}) {verdict}"
-        )
-    return "\n".join(lines)
-
-
-def figure(result: dict, *, dtype: str = "float32", dim: int | None = None, layout: str = "half"):
-    """Two panels: time against ``T`` for every implementation, and at the largest ``T``
-    each implementation's ratio to its bound (out of place: the allocation bound; in place:
-    the traffic bound).
-
-    Args:
-        result: what :func:`run` returned.
-        dtype: which dtype's rows to draw.
-        dim: which ``D`` (default: the smallest in the results).
-        layout: which layout's implementations to draw.
-
-    Returns:
-        A matplotlib figure.
-
-    Raises:
-        ValueError: if there are no rows for that dtype, ``D`` and layout.
-
-    Example:
-        >>> cfg = Config(lengths=(8, 16), dims=(8,), dtypes=("float32",), heads=2,
-        ...              implementations=("apply_rope",), repeats=3, fresh_memory=False,
-        ...              target_rounds=0)
-        >>> fig = figure(run(cfg))
-        >>> len(fig.axes)
-        2
-        >>> import matplotlib.pyplot as plt; plt.close(fig)
-    """
-    import matplotlib.pyplot as plt
-
-    rows = [r for r in rows_where(result, dtype=dtype) if r.get("group") != "targets"]
-    if dim is None and rows:
-        dim = min(r["dim"] for r in rows)
-    rows = [r for r in rows if r["dim"] == dim and r["layout"] in ("-", layout)]
-    if not rows:
-        raise ValueError(f"no rows for dtype={dtype!r}, dim={dim}, layout={layout!r}")
-    names = list(dict.fromkeys(r["implementation"] for r in rows))
-    palette = plt.get_cmap("tab20" if len(names) > 10 else "tab10")
-    colour = {name: palette(i) for i, name in enumerate(names)}
-    fig, (ax_t, ax_r) = plots.figure(1, 2, width=10.0, height=4.0)
-    lengths = sorted({r["length"] for r in rows})
-    for name in names:
-        pts = sorted((r["length"], r["ms"]) for r in rows if r["implementation"] == name)
-        pts = [(t, ms) for t, ms in pts if ms is not None]
-        if not pts:
-            continue
-        style = "--" if name in BOUNDS else ":" if name == REFERENCE else "-"
-        ax_t.plot(*zip(*pts, strict=True), style, marker="o", ms=3, color=colour[name], label=name)
-    ax_t.set(xscale="log", yscale="log", xlabel="positions T", ylabel="ms (q and k)")
-    ax_t.minorticks_off()
-    ax_t.set_xticks(lengths, [str(t) for t in lengths])
-    ax_t.set_title(f"time, {dtype}, D={dim}, {layout} layout")
-    ax_t.legend(fontsize=7, ncol=2, loc="upper left")
-    longest = lengths[-1]
-    last = [
-        r
-        for r in rows
-        if r["length"] == longest and r["implementation"] not in BOUNDS and r["ms"] is not None
-    ]
-    ratios = [r["traffic_ratio"] if r["in_place"] else r["alloc_ratio"] for r in last]
-    bars = [plots.COLORS["orange"] if r["in_place"] else plots.COLORS["blue"] for r in last]
-    ys = list(range(len(last)))
-    ax_r.barh(ys, ratios, 0.6, color=bars)
-    ax_r.set_yticks(ys, [r["implementation"] for r in last], fontsize=8)
-    ax_r.axvline(1.0, color=plots.COLORS["ink"], lw=0.8)
-    ax_r.set(xlabel="bound time / time (1 = as fast as the copy)")
-    ax_r.set_title(f"ratio to the bound, T={longest}")
-    handles = [
-        plt.Rectangle((0, 0), 1, 1, color=plots.COLORS["blue"]),
-        plt.Rectangle((0, 0), 1, 1, color=plots.COLORS["orange"]),
-    ]
-    ax_r.legend(handles, ["out of place: clone", "in place: copy_"], fontsize=8)
-    return fig
 
 
 def dimension_sweep(
@@ -961,166 +765,3 @@ def dimension_sweep(
             ms[name].append(min(times[name]) * 1e3 / 2)
     multiplies = {n: [d * d if n == "dense" else 2 * d for d in dims] for n in names}
     return {"dims": list(dims), "ms": ms, "multiplies": multiplies}
-
-
-def sweep_figure(sweep: dict):
-    """Time against ``D`` (log-log) from :func:`dimension_sweep`, with slopes 1 and 2 drawn.
-
-    Args:
-        sweep: what :func:`dimension_sweep` returned.
-
-    Returns:
-        A matplotlib figure.
-
-    Example:
-        >>> fig = sweep_figure({"dims": [8, 16], "ms": {"dense": [1.0, 4.0]}})
-        >>> len(fig.axes[0].lines)
-        3
-        >>> import matplotlib.pyplot as plt; plt.close(fig)
-    """
-    fig, ax = plots.figure(width=6.0, height=3.6)
-    dims = sweep["dims"]
-    for name, ms in sweep["ms"].items():
-        ax.plot(dims, ms, marker="o", label=name)
-    first = min(ms[0] for ms in sweep["ms"].values())
-    for power, style in ((1, ":"), (2, "--")):
-        ref = [first * (d / dims[0]) ** power for d in dims]
-        ax.plot(dims, ref, style, color=plots.COLORS["grey"], label=f"grows as D^{power}")
-    ax.set(xscale="log", yscale="log", xlabel="head size D", ylabel="ms per call")
-    ax.minorticks_off()
-    ax.set_xticks(dims, [str(d) for d in dims])
-    ax.set_title("cost against head size")
-    ax.legend(fontsize=8)
-    return fig
-
-
-def write(result: dict, out_dir: str | os.PathLike) -> tuple[Path, Path]:
-    """Write ``rope_bench.json`` and ``rope_bench.png`` into ``out_dir`` (created if needed).
-
-    Args:
-        result: what :func:`run` returned.
-        out_dir: a directory.
-
-    Returns:
-        The two paths.
-
-    Raises:
-        OSError: if the directory cannot be written.
-
-    Example:
-        >>> import tempfile
-        >>> cfg = Config(lengths=(8,), dims=(8,), dtypes=("float32",), heads=2,
-        ...              implementations=("apply_rope",), repeats=3, fresh_memory=False,
-        ...              target_rounds=0)
-        >>> paths = write(run(cfg), tempfile.mkdtemp())
-        >>> [p.name for p in paths]
-        ['rope_bench.json', 'rope_bench.png']
-    """
-    import matplotlib.pyplot as plt
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    json_path, png_path = out / "rope_bench.json", out / "rope_bench.png"
-    payload = {**result, "targets": target_report(result)}
-    json_path.write_text(json.dumps(payload, indent=1) + "\n")
-    fig = figure(result)
-    fig.savefig(png_path, dpi=100)
-    plt.close(fig)
-    return json_path, png_path
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m posenc.bench",
-        description="Time RoPE implementations against the copy bounds and transformers.",
-    )
-    p.add_argument("--quick", action="store_true", help="a small grid (seconds)")
-    p.add_argument("--out", default="bench-results", help="output directory")
-    p.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda if any")
-    p.add_argument("--lengths", type=int, nargs="+", metavar="T", help="positions of the grid")
-    p.add_argument("--dims", type=int, nargs="+", metavar="D", help="head sizes of the grid")
-    p.add_argument(
-        "--dtypes",
-        nargs="+",
-        choices=tuple(_DTYPES),
-        metavar="DTYPE",
-        help="float32, bfloat16, float16",
-    )
-    p.add_argument("--heads", type=int, help="heads H of q and k")
-    p.add_argument(
-        "--implementations",
-        nargs="+",
-        choices=IMPLEMENTATIONS,
-        metavar="NAME",
-        help=f"which to time, from: {', '.join(IMPLEMENTATIONS)}",
-    )
-    p.add_argument("--repeats", type=int, help="timed rounds at every point (median reported)")
-    p.add_argument("--no-compile", action="store_true", help="leave out torch.compile")
-    p.add_argument(
-        "--target-rounds",
-        type=int,
-        help="rounds of the focused measurement of the targets' shape on a CPU (0: skip)",
-    )
-    p.add_argument(
-        "--keep-allocator", action="store_true", help="do not fix glibc's mmap threshold"
-    )
-    return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """The command line: run the grid, print the table and the targets, write the files.
-
-    Args:
-        argv: arguments (default: ``sys.argv[1:]``).
-
-    Returns:
-        0 (exit status).
-
-    Raises:
-        SystemExit: for bad arguments (argparse).
-
-    Example:
-        >>> import contextlib, io, tempfile
-        >>> with contextlib.redirect_stdout(io.StringIO()) as out:
-        ...     status = main(["--quick", "--lengths", "8", "--dtypes", "float32",
-        ...                    "--implementations", "apply_rope", "--out", tempfile.mkdtemp()])
-        >>> status, "rope_bench.json" in out.getvalue()
-        (0, True)
-    """
-    args = _parser().parse_args(argv)
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    config = quick_config(device) if args.quick else default_config(device)
-    changes = {
-        "lengths": tuple(args.lengths) if args.lengths else None,
-        "dims": tuple(args.dims) if args.dims else None,
-        "dtypes": tuple(args.dtypes) if args.dtypes else None,
-        "heads": args.heads,
-        "implementations": tuple(args.implementations) if args.implementations else None,
-    }
-    changes = {k: v for k, v in changes.items() if v is not None}
-    if args.repeats:
-        changes.update(repeats=args.repeats, min_repeats=args.repeats)
-    if args.target_rounds is not None:
-        changes["target_rounds"] = args.target_rounds
-    if args.no_compile:
-        impls = changes.get("implementations", config.implementations)
-        changes["implementations"] = tuple(i for i in impls if i != "compiled")
-    if args.keep_allocator:
-        changes["fresh_memory"] = False
-    config = dataclasses.replace(config, **changes)
-    print(f"RoPE benchmark on {device}: [B={config.batch}, H={config.heads}, T, D] q and k")
-    result = run(config, log=print)
-    print(format_table(result))
-    checks = target_report(result)
-    if checks:
-        print("\ntargets, [1, 32, 4096, 64] float32 on the CPU:")
-        print(format_targets(checks))
-    json_path, png_path = write(result, args.out)
-    print(
-        f"\n{len(result['rows'])} rows in {result['seconds']:.0f} s; wrote {json_path}, {png_path}"
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

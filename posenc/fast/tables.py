@@ -1,0 +1,232 @@
+"""The ``cos``/``sin`` tables of the fast path, computed once and cached between calls.
+
+A model rotates ``q`` and ``k`` of every layer at the same positions, so the tables are
+worth keeping: :func:`rope_tables` computes them exactly as the reference does (positions
+and frequencies cast to the angle dtype, multiplied, then ``cos`` and ``sin``), and the
+cache keeps the last 16 (at most 256 MB), least recently used first out.
+
+Shapes: ``T`` positions, ``D`` features, ``D/2`` pairs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import torch
+
+from posenc._validate import check_even_dim, check_layout, check_positions, check_positive_float
+from posenc.rope import _angles, _check_inv_freq, _check_rope_input, _join, rope_inv_freq
+
+__all__ = ["cache_clear", "cache_info", "rope_tables"]
+
+
+_CACHE_SIZE = 16
+
+
+_CACHE_BYTES = 256 * 2**20
+
+
+_CACHE_MAX_POSITIONS = 1 << 16  # explicit positions up to this many entries are cached
+
+
+class _Args:
+    """Validated arguments: ``x``, positions ``p`` (int64 on x's device), the frequencies
+    (computed when first asked for), the angle dtype, the layout, the result's shape and
+    the cache key of the tables."""
+
+    __slots__ = ("_base", "_inv_freq", "dtype", "key", "layout", "out_shape", "p", "x")
+
+    def __init__(self, x, positions, base, inv_freq, layout):
+        x, p = _check_rope_input(x, positions)
+        self.layout = check_layout(layout)
+        dim = x.shape[-1]
+        if inv_freq is None:
+            self._base = check_positive_float("base", base)
+            self._inv_freq = None
+            freq_key = ("base", self._base)
+        else:
+            self._base = None
+            self._inv_freq = _check_inv_freq(inv_freq, dim)
+            # a key from the values costs a device-to-host copy unless they are on the CPU
+            on_cpu = inv_freq.device.type == "cpu"
+            freq_key = ("inv_freq", inv_freq.dtype, tuple(inv_freq.tolist())) if on_cpu else None
+        self.x, self.p = x, p
+        self.dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+        if p.dim() == 1:
+            self.out_shape = x.shape
+        else:
+            self.out_shape = torch.Size((*torch.broadcast_shapes(p.shape, x.shape[:-1]), dim))
+        if positions is None:
+            pos_key = ("arange", x.shape[-2])
+        elif p.device.type == "cpu" and p.numel() <= _CACHE_MAX_POSITIONS:
+            pos_key = ("positions", tuple(p.shape), p.numpy().tobytes())
+        else:
+            pos_key = None  # not cached: hashing would cost a device sync or a long key
+        if pos_key is None or freq_key is None:
+            self.key = None
+        else:
+            self.key = (pos_key, dim, freq_key, self.dtype, x.device)
+
+    @property
+    def inv_freq(self) -> torch.Tensor:
+        if self._inv_freq is None:
+            self._inv_freq = rope_inv_freq(self.x.shape[-1], self._base)
+        return self._inv_freq
+
+
+def rope_tables(
+    positions,
+    dim: int,
+    *,
+    base: float = 10000.0,
+    inv_freq: torch.Tensor | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``cos`` and ``sin`` tables of RoPE's angles ``positions * theta_i``.
+
+    Computed exactly as ``apply_rope`` computes them: the positions and frequencies cast to
+    ``dtype``, multiplied, then ``cos`` and ``sin``.
+
+    Args:
+        positions: integer positions ``[T]`` (an int, a sequence or an integer tensor), or an
+            integer tensor ``[..., T]``; the tables live on its device.
+        dim: head features ``D`` (even).
+        base: frequency base, used when ``inv_freq`` is None.
+        inv_freq: the frequencies ``[D/2]`` to use instead.
+        dtype: float32 or float64, the dtype of the angles.
+
+    Returns:
+        ``(cos, sin)``, each ``[..., T, D/2]`` in ``dtype``.
+
+    Raises:
+        TypeError, ValueError: for non-integer positions, a bad ``dim``, ``base``,
+            ``inv_freq`` or ``dtype``.
+
+    Example:
+        >>> cos, sin = rope_tables([0, 1], 4, base=100.0)
+        >>> cos.shape, bool(cos[0].eq(1).all()), round(float(sin[1, 1]), 4)
+        (torch.Size([2, 2]), True, 0.0998)
+    """
+    if dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    check_even_dim("dim", dim)
+    if isinstance(positions, torch.Tensor) and positions.dim() > 1:
+        if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
+            raise TypeError(f"positions must hold integers, got dtype {positions.dtype}")
+        if positions.shape[-1] == 0:
+            raise ValueError(f"positions must not be empty, got shape {tuple(positions.shape)}")
+        p = positions.to(torch.int64)
+    else:
+        p = check_positions("positions", positions, nonnegative=False)
+    inv_freq = rope_inv_freq(dim, base) if inv_freq is None else _check_inv_freq(inv_freq, dim)
+    return _angle_tables(p, inv_freq, dtype)
+
+
+def _angle_tables(p, inv_freq, dtype):
+    angles = _angles(p, inv_freq, dtype)  # [..., T, D/2], exactly as apply_rope's reference
+    return angles.cos(), angles.sin()
+
+
+class _Tables:
+    """``cos`` and ``sin`` ``[..., T, D/2]`` for one set of angles, and forms derived from
+    them on first use: ``cos + i sin`` and the full-width tables of :func:`_half_block`."""
+
+    __slots__ = ("_rot", "_wide", "cos", "sin")
+
+    def __init__(self, cos, sin):
+        self.cos, self.sin, self._rot, self._wide = cos, sin, None, {}
+
+    @property
+    def rot(self):
+        if self._rot is None:
+            self._rot = torch.complex(self.cos, self.sin)
+        return self._rot
+
+    def wide(self, layout):
+        """``(c, c)`` and ``(s, -s)`` in the feature order of ``layout``: ``[..., T, D]``."""
+        if layout not in self._wide:
+            self._wide[layout] = (
+                _join(self.cos, self.cos, layout),
+                _join(self.sin, -self.sin, layout),
+            )
+        return self._wide[layout]
+
+
+_cache: OrderedDict = OrderedDict()
+
+
+_cache_lock = threading.Lock()
+
+
+_cache_stats = {"hits": 0, "misses": 0}
+
+
+def _charge(tables: _Tables) -> int:
+    """Bytes an entry may come to hold: cos and sin, cos + i sin, and the two wide tables."""
+    return 8 * tables.cos.nbytes
+
+
+def _tables(args: _Args) -> _Tables:
+    """The tables for ``args``, from the cache when possible (least recently used first out)."""
+    if args.key is None:
+        return _Tables(*_angle_tables(args.p, args.inv_freq, args.dtype))
+    with _cache_lock:
+        hit = _cache.get(args.key)
+        if hit is not None:
+            _cache.move_to_end(args.key)
+            _cache_stats["hits"] += 1
+            return hit
+        _cache_stats["misses"] += 1
+    tables = _Tables(*_angle_tables(args.p, args.inv_freq, args.dtype))
+    if _charge(tables) > _CACHE_BYTES:
+        return tables
+    with _cache_lock:
+        _cache[args.key] = tables
+        while len(_cache) > _CACHE_SIZE or sum(map(_charge, _cache.values())) > _CACHE_BYTES:
+            _cache.popitem(last=False)
+    return tables
+
+
+def cache_info() -> dict:
+    """Hits, misses, entries and bytes of the table cache.
+
+    At most 16 tables are kept, and at most 256 MB (counting the forms each may grow:
+    ``cos``, ``sin``, ``cos + i sin`` and the full-width tables); least recently used
+    first out.
+
+    Returns:
+        ``{"hits", "misses", "size", "maxsize", "bytes", "maxbytes"}``, all ints.
+
+    Example:
+        >>> sorted(cache_info())
+        ['bytes', 'hits', 'maxbytes', 'maxsize', 'misses', 'size']
+    """
+    with _cache_lock:
+        return {
+            **_cache_stats,
+            "size": len(_cache),
+            "maxsize": _CACHE_SIZE,
+            "bytes": sum(map(_charge, _cache.values())),
+            "maxbytes": _CACHE_BYTES,
+        }
+
+
+def cache_clear() -> None:
+    """Empty the table cache and reset its counters.
+
+    Example:
+        >>> cache_clear(); cache_info()["size"]
+        0
+    """
+    with _cache_lock:
+        _cache.clear()
+        _cache_stats.update(hits=0, misses=0)
+
+
+def _as_3d(*tensors):
+    """Views ``[L, T, last]`` of tensors that share their leading shape, or None."""
+    try:
+        return [t.view(-1, t.shape[-2], t.shape[-1]) for t in tensors]
+    except RuntimeError:
+        return None

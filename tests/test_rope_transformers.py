@@ -1,0 +1,120 @@
+"""RoPE against an independent reference: Hugging Face transformers' Llama code."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from posenc import rope
+from posenc import scaling as sc
+
+transformers = pytest.importorskip("transformers")
+from transformers import LlamaConfig  # noqa: E402
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
+from transformers.models.llama.modeling_llama import (  # noqa: E402
+    LlamaRotaryEmbedding,
+    apply_rotary_pos_emb,
+)
+
+LLAMA_3_2_1B = {
+    "rope_type": "llama3",
+    "factor": 32.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
+
+
+def llama_config(head_dim=64, theta=500000.0, scaling=None, max_positions=131072):
+    heads = 4
+    return LlamaConfig(
+        hidden_size=head_dim * heads,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        rope_theta=theta,
+        rope_scaling=scaling,
+        max_position_embeddings=max_positions,
+    )
+
+
+def hf_rope(q, k, positions, config):
+    """transformers' own path: LlamaRotaryEmbedding, then apply_rotary_pos_emb ([B, H, T, D])."""
+    emb = LlamaRotaryEmbedding(config=config)
+    cos, sin = emb(q, positions[None])
+    return apply_rotary_pos_emb(q, k, cos, sin), emb.inv_freq
+
+
+@pytest.mark.parametrize(
+    ("head_dim", "theta", "scaling", "max_position"),
+    [
+        (64, 500000.0, LLAMA_3_2_1B, 131071),
+        (64, 500000.0, None, 4096),
+        (128, 10000.0, None, 2048),
+        (
+            32,
+            12345.0,
+            {**LLAMA_3_2_1B, "factor": 8.0, "original_max_position_embeddings": 2048},
+            20000,
+        ),
+    ],
+)
+def test_half_layout_matches_transformers(head_dim, theta, scaling, max_position):
+    gen = torch.Generator().manual_seed(head_dim)
+    q, k = torch.randn(2, 1, 4, 16, head_dim, generator=gen)  # [B, H, T, D] each
+    positions = torch.randint(0, max_position + 1, (16,), generator=gen)
+    (q_hf, k_hf), hf_inv_freq = hf_rope(q, k, positions, llama_config(head_dim, theta, scaling))
+    ours_inv_freq = rope.rope_inv_freq(head_dim, theta)
+    if scaling is not None:
+        ours_inv_freq = sc.llama3_inv_freq(
+            ours_inv_freq,
+            scaling["factor"],
+            scaling["low_freq_factor"],
+            scaling["high_freq_factor"],
+            scaling["original_max_position_embeddings"],
+        )
+    assert (ours_inv_freq - hf_inv_freq.double()).abs().max() < 1e-5
+    # same float32 frequencies in, same rotation out (to float32 round-off)
+    q_ours = rope.apply_rope(q, positions, inv_freq=hf_inv_freq, layout="half")
+    k_ours = rope.apply_rope(k, positions, inv_freq=hf_inv_freq, layout="half")
+    assert (q_ours - q_hf).abs().max() < 1e-5 and (k_ours - k_hf).abs().max() < 1e-5
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    half=st.integers(2, 64),
+    log_theta=st.floats(2, 7),
+    factor=st.floats(1.5, 64),
+    low=st.floats(0.5, 2),
+    gap=st.floats(0.5, 8),
+    original=st.integers(256, 16384),
+)
+def test_llama3_frequencies_match_transformers(half, log_theta, factor, low, gap, original):
+    scaling = {
+        "rope_type": "llama3",
+        "factor": factor,
+        "low_freq_factor": low,
+        "high_freq_factor": low + gap,
+        "original_max_position_embeddings": original,
+    }
+    config = llama_config(2 * half, 10**log_theta, scaling)
+    hf, _ = ROPE_INIT_FUNCTIONS["llama3"](config, None)
+    ours = sc.llama3_inv_freq(
+        rope.rope_inv_freq(2 * half, 10**log_theta), factor, low, low + gap, original
+    )
+    assert (ours - hf.double()).abs().max() < 1e-5
+
+
+def test_yarn_matches_transformers():
+    # transformers before 4.5x read the trained length from max_position_embeddings
+    config = llama_config(
+        128,
+        10000.0,
+        {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 4096},
+        max_positions=4096,
+    )
+    hf, hf_scale = ROPE_INIT_FUNCTIONS["yarn"](config, None)
+    ours, scale = sc.yarn_inv_freq(128, 10000.0, 8.0, 4096)
+    assert (ours - hf.double()).abs().max() < 1e-6
+    assert math.isclose(scale, hf_scale)
