@@ -95,8 +95,8 @@ RECORDS = {
     "properties.Verdict",
     "relative_views.ShiftSetup",
     "rope_nd_views.OffsetCheck",
-    "summary.Claim",
-    "summary.Finding",
+    "claims.Claim",
+    "claim_checks.Finding",
     "summary.Station",
 }
 WALKED_RECORDS = {"precision.Recipe"}
@@ -710,29 +710,34 @@ base("rope_nd_views.axis_frequencies", axes=lambda: 2)
 
 
 def _claim():
-    return next(c for c in posenc.book.summary.CLAIMS if c.key == "binary-252")
+    return next(c for c in posenc.book.claims.CLAIMS if c.key == "binary-252")
 
 
 def _findings():
-    return {"binary-252": posenc.book.summary.Finding(posenc.book.summary.HOLDS, "252 = 11111100")}
+    return {
+        "binary-252": posenc.book.claim_checks.Finding(
+            posenc.book.claim_checks.HOLDS, "252 = 11111100"
+        )
+    }
 
 
 def _claims_page():
     import tempfile
 
     page = Path(tempfile.mkdtemp()) / "claims.md"
-    s = posenc.book.summary
+    s = posenc.book.claims_tables
     page.write_text("# Claims\n" + s.CLAIMS_BEGIN + "\n" + s.CLAIMS_END + "\n")
     return page
 
 
-base("summary.check_claim", claim=_claim)
-base("summary.check_claims", claims=lambda: [_claim()])
-base("summary.claims_markdown", claims=lambda: [_claim()])
-base("summary.format_findings", findings=_findings)
-base("summary.source_tally", findings=_findings)
+base("claims.check_claim", claim=_claim)
+base("claims.check_claims", claims=lambda: [_claim()])
+base("claims.report", key=lambda: "binary-252")
+base("claims_tables.claims_markdown", claims=lambda: [_claim()])
+base("claims_tables.format_findings", findings=_findings)
+base("claims_tables.source_tally", findings=_findings)
 base(
-    "summary.format_source_tally",
+    "claims_tables.format_source_tally",
     tally=lambda: {"su2024roformer": {"holds": 1, "holds with a caveat": 1, "wrong": 0}},
 )
 base(
@@ -744,8 +749,8 @@ base("summary.scheme_table", results=_verdicts)
 _TABLE = lambda: _randn(4, 4).cos()  # noqa: E731  [T, D/2] for x of shape [.., 4, 8]
 base("cpu_kernel.rotate", src=lambda: _randn(2, 4, 8), dst=lambda: _randn(2, 4, 8, seed=1))
 base("cpu_kernel.rotate", cos=_TABLE, sin=_TABLE, layout=lambda: "half")
-base("summary.slugify", title=lambda: "A query at $m$, a key at $n$")
-base("summary.update_claims_page", path=_claims_page, claims=lambda: [_claim()])
+base("claims_tables.slugify", title=lambda: "A query at $m$, a key at $n$")
+base("claims_tables.update_claims_page", path=_claims_page, claims=lambda: [_claim()])
 
 
 # Calls that need something this machine may not have: the Hub (network and a token), a GPU

@@ -322,8 +322,8 @@ NO_EXAMPLE = {
     "book.rope_views.playground",
     "book.rotation_explorer.rotation_explorer",
     "book.sinusoidal_views.playground",
-    "book.summary.Claim",
-    "book.summary.Finding",
+    "book.claims.Claim",
+    "book.claim_checks.Finding",
     "book.summary.Station",
     "book.waves.explorer",
 }

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from posenc.book import summary
+from posenc.book import claim_checks, claims
 from tests.test_book import built_book
 from tools import browser_check
 
@@ -25,19 +25,19 @@ def test_no_internal_link_of_the_site_points_nowhere(html):
 def test_claims_page_links_every_claim_to_an_existing_section(html):
     page = (html / "book" / "claims.html").read_text()
     links = re.findall(r'href="(\.\./notebooks/[^"#]+\.html)#([^"]+)"', page)
-    assert len(links) == len(summary.CLAIMS)
+    assert len(links) == len(claims.CLAIMS)
     for target, anchor in links:
         chapter = (html / "book" / target).resolve()
         assert chapter.is_file(), f"no page {target}"
         assert f'id="{anchor}"' in chapter.read_text(), f"no #{anchor} in {target}"
     linked = sorted(int(Path(target).name[:2]) for target, _ in links)
-    assert linked == sorted(c.chapter for c in summary.CLAIMS)
+    assert linked == sorted(c.chapter for c in claims.CLAIMS)
 
 
 def test_claims_page_shows_every_verdict(html):
     text = re.sub(r"<[^>]+>", "", (html / "book" / "claims.html").read_text())
-    for verdict in summary.VERDICTS:
-        assert text.count(verdict) >= sum(c.verdict == verdict for c in summary.CLAIMS)
+    for verdict in claim_checks.VERDICTS:
+        assert text.count(verdict) >= sum(c.verdict == verdict for c in claims.CLAIMS)
 
 
 def test_intro_links_every_chapter_of_the_toc(html):

@@ -1,5 +1,5 @@
-"""posenc.book.summary: every claim's check reproduces its verdict, the appendix is current, the
-schemes' table and the road map, and bad input."""
+"""The claims (posenc.book.claims): every check reproduces its verdict and the appendix is
+current; the summary (posenc.book.summary): the schemes' table and the road map; bad input."""
 
 import itertools
 import json
@@ -15,10 +15,10 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 from myst_parser.mdit_to_docutils.base import default_slugify
 
 from posenc import properties
-from posenc.book import summary
+from posenc.book import claim_checks, claims, claims_tables, summary
 
 ROOT = Path(__file__).resolve().parents[1]
-CLAIMS = {claim.key: claim for claim in summary.CLAIMS}
+CLAIMS = {claim.key: claim for claim in claims.CLAIMS}
 
 
 # ----------------------------------------------------------------------------------------
@@ -26,9 +26,9 @@ CLAIMS = {claim.key: claim for claim in summary.CLAIMS}
 # ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("claim", summary.CLAIMS, ids=lambda c: c.key)
+@pytest.mark.parametrize("claim", claims.CLAIMS, ids=lambda c: c.key)
 def test_each_check_reproduces_the_recorded_verdict(claim):
-    finding = summary.check_claim(claim)
+    finding = claims.check_claim(claim)
     assert finding.verdict == claim.verdict, finding.evidence
     assert finding.evidence
 
@@ -57,16 +57,16 @@ def test_every_claim_the_design_asks_for_is_checked(key):
 @pytest.mark.parametrize(
     ("key", "verdict"),
     [
-        ("identical-outputs", summary.CAVEAT),
-        ("shift-matrix", summary.HOLDS),
-        ("matrix-vs-elementwise", summary.WRONG),
-        ("rotation-index", summary.WRONG),
-        ("unique-positions", summary.WRONG),
-        ("long-term-decay", summary.CAVEAT),
-        ("excellent-generalisation", summary.CAVEAT),
-        ("msb-cycle", summary.CAVEAT),
-        ("binary-252", summary.HOLDS),
-        ("exponent-range", summary.WRONG),
+        ("identical-outputs", claim_checks.CAVEAT),
+        ("shift-matrix", claim_checks.HOLDS),
+        ("matrix-vs-elementwise", claim_checks.WRONG),
+        ("rotation-index", claim_checks.WRONG),
+        ("unique-positions", claim_checks.WRONG),
+        ("long-term-decay", claim_checks.CAVEAT),
+        ("excellent-generalisation", claim_checks.CAVEAT),
+        ("msb-cycle", claim_checks.CAVEAT),
+        ("binary-252", claim_checks.HOLDS),
+        ("exponent-range", claim_checks.WRONG),
     ],
 )
 def test_verdicts_of_the_design_claims(key, verdict):
@@ -74,12 +74,12 @@ def test_verdicts_of_the_design_claims(key, verdict):
 
 
 def test_claims_are_well_formed_and_in_chapter_order():
-    assert len(CLAIMS) == len(summary.CLAIMS), "claim keys must be unique"
-    chapters = [c.chapter for c in summary.CLAIMS]
+    assert len(CLAIMS) == len(claims.CLAIMS), "claim keys must be unique"
+    chapters = [c.chapter for c in claims.CLAIMS]
     assert chapters == sorted(chapters)
-    for claim in summary.CLAIMS:
-        assert claim.verdict in summary.VERDICTS
-        assert claim.source in summary.SOURCES
+    for claim in claims.CLAIMS:
+        assert claim.verdict in claim_checks.VERDICTS
+        assert claim.source in claims.SOURCES
         assert claim.title and claim.statement and claim.finding
         assert re.fullmatch(r"[a-z0-9_-]+", claim.section), claim.section
 
@@ -87,11 +87,11 @@ def test_claims_are_well_formed_and_in_chapter_order():
 def test_every_source_is_in_the_bibliography():
     bib = (ROOT / "book" / "references.bib").read_text()
     keys = set(re.findall(r"^@\w+\{([^,]+),", bib, flags=re.M))
-    assert set(summary.SOURCES) <= keys
+    assert set(claims.SOURCES) <= keys
 
 
 def test_every_source_has_a_claim():
-    assert {c.source for c in summary.CLAIMS} == set(summary.SOURCES)
+    assert {c.source for c in claims.CLAIMS} == set(claims.SOURCES)
 
 
 def myst_slugs(path: Path) -> set[str]:
@@ -117,7 +117,7 @@ def myst_slugs(path: Path) -> set[str]:
     return slugs
 
 
-@pytest.mark.parametrize("claim", summary.CLAIMS, ids=lambda c: c.key)
+@pytest.mark.parametrize("claim", claims.CLAIMS, ids=lambda c: c.key)
 def test_each_claim_links_to_an_existing_heading(claim):
     (path,) = (ROOT / "notebooks").glob(f"{claim.chapter:02d}_*.ipynb")
     assert claim.section in myst_slugs(path), f"no heading #{claim.section} in {path.name}"
@@ -125,20 +125,20 @@ def test_each_claim_links_to_an_existing_heading(claim):
 
 def test_claims_appendix_is_current():
     page = (ROOT / "book" / "claims.md").read_text()
-    start = page.index(summary.CLAIMS_BEGIN)
-    end = page.index(summary.CLAIMS_END) + len(summary.CLAIMS_END)
-    assert page[start:end] == summary.claims_markdown(), (
+    start = page.index(claims_tables.CLAIMS_BEGIN)
+    end = page.index(claims_tables.CLAIMS_END) + len(claims_tables.CLAIMS_END)
+    assert page[start:end] == claims_tables.claims_markdown(), (
         "book/claims.md is out of date: run "
-        "python -c \"from posenc.book import summary; summary.update_claims_page('book/claims.md')\""
+        "python -c \"from posenc.book import claims_tables; claims_tables.update_claims_page('book/claims.md')\""
     )
 
 
 def test_claims_markdown_has_one_row_per_claim_with_its_link():
-    text = summary.claims_markdown()
+    text = claims_tables.claims_markdown()
     rows = [line for line in text.splitlines() if line.startswith("| ") and "**" in line]
-    assert len(rows) == len(summary.CLAIMS)
-    order = list(summary.SOURCES)  # the appendix groups the claims by source
-    grouped = sorted(summary.CLAIMS, key=lambda c: order.index(c.source))
+    assert len(rows) == len(claims.CLAIMS)
+    order = list(claims.SOURCES)  # the appendix groups the claims by source
+    grouped = sorted(claims.CLAIMS, key=lambda c: order.index(c.source))
     for row, claim in zip(rows, grouped, strict=True):
         assert f"**{claim.verdict}**" in row
         assert f"#{claim.section})" in row
@@ -148,38 +148,38 @@ def test_claims_markdown_has_one_row_per_claim_with_its_link():
 def test_update_claims_page_rewrites_only_between_the_markers(tmp_path):
     page = tmp_path / "claims.md"
     page.write_text(
-        f"# Title\n\nbefore\n{summary.CLAIMS_BEGIN}\nOLD-TABLE\n{summary.CLAIMS_END}\nafter\n"
+        f"# Title\n\nbefore\n{claims_tables.CLAIMS_BEGIN}\nOLD-TABLE\n{claims_tables.CLAIMS_END}\nafter\n"
     )
     one = [CLAIMS["binary-252"]]
-    assert summary.update_claims_page(page, one) is True
+    assert claims_tables.update_claims_page(page, one) is True
     text = page.read_text()
     assert text.startswith("# Title\n\nbefore\n") and text.endswith("\nafter\n")
     assert "OLD-TABLE" not in text and "11111100" in text
-    assert summary.update_claims_page(page, one) is False
+    assert claims_tables.update_claims_page(page, one) is False
 
 
 def test_source_tally_counts_every_finding():
-    findings = {key: summary.Finding(claim.verdict, "") for key, claim in CLAIMS.items()}
-    tally = summary.source_tally(findings)
+    findings = {key: claim_checks.Finding(claim.verdict, "") for key, claim in CLAIMS.items()}
+    tally = claims_tables.source_tally(findings)
     assert sum(sum(c.values()) for c in tally.values()) == len(CLAIMS)
-    assert list(tally) == [s for s in summary.SOURCES if s in tally]
+    assert list(tally) == [s for s in claims.SOURCES if s in tally]
     for source, counts in tally.items():
-        for verdict in summary.VERDICTS:
-            expected = sum(c.source == source and c.verdict == verdict for c in summary.CLAIMS)
+        for verdict in claim_checks.VERDICTS:
+            expected = sum(c.source == source and c.verdict == verdict for c in claims.CLAIMS)
             assert counts[verdict] == expected
-    table = summary.format_source_tally(tally)
+    table = claims_tables.format_source_tally(tally)
     assert len(table.splitlines()) == len(tally) + 1
 
 
 def test_format_findings_lists_only_the_asked_verdicts():
-    findings = {key: summary.Finding(claim.verdict, "e") for key, claim in CLAIMS.items()}
-    text = summary.format_findings(findings, verdicts=[summary.WRONG])
-    wrong = [c for c in summary.CLAIMS if c.verdict == summary.WRONG]
+    findings = {key: claim_checks.Finding(claim.verdict, "e") for key, claim in CLAIMS.items()}
+    text = claims_tables.format_findings(findings, verdicts=[claim_checks.WRONG])
+    wrong = [c for c in claims.CLAIMS if c.verdict == claim_checks.WRONG]
     assert len(text.splitlines()) == 2 * len(wrong)
     assert all(c.title in text for c in wrong)
 
 
-# Slugs: summary.slugify against MyST itself.
+# Slugs: claims_tables.slugify against MyST itself.
 
 SEGMENTS = st.one_of(
     st.text(alphabet="abcXYZ019 ,.:?()'-", min_size=1, max_size=8),
@@ -198,7 +198,7 @@ def test_slugify_agrees_with_myst(segments):
     expected = default_slugify(
         "".join(c.content for c in tokens[1].children if c.type in ("text", "code_inline"))
     )
-    assert summary.slugify(title) == expected
+    assert claims_tables.slugify(title) == expected
 
 
 @pytest.mark.parametrize(
@@ -211,7 +211,7 @@ def test_slugify_agrees_with_myst(segments):
     ],
 )
 def test_slugify_examples(title, slug):
-    assert summary.slugify(title) == slug
+    assert claims_tables.slugify(title) == slug
 
 
 # ----------------------------------------------------------------------------------------
@@ -294,7 +294,7 @@ def test_road_map_draws_one_square_per_verdict(results):
 
 def test_bad_input_raises_clear_errors(results):
     with pytest.raises(TypeError, match="claim must be a Claim"):
-        summary.check_claim("msb-cycle")
+        claims.check_claim("msb-cycle")
     with pytest.raises(ValueError, match="max_distance must be at least 1"):
         summary.all_schemes(0)
     with pytest.raises(ValueError, match="must not be empty"):
@@ -308,18 +308,18 @@ def test_bad_input_raises_clear_errors(results):
     with pytest.raises(TypeError, match="Station objects"):
         summary.road_map_figure(results, ["binary"])
     with pytest.raises(ValueError, match="verdicts must be among"):
-        summary.format_findings({}, verdicts=["maybe"])
+        claims_tables.format_findings({}, verdicts=["maybe"])
     with pytest.raises(ValueError, match="unknown claims"):
-        summary.source_tally({"nope": summary.Finding(summary.HOLDS, "")})
+        claims_tables.source_tally({"nope": claim_checks.Finding(claim_checks.HOLDS, "")})
     with pytest.raises(ValueError, match="must not be empty"):
-        summary.format_source_tally({})
+        claims_tables.format_source_tally({})
     with pytest.raises(TypeError, match="title must be a str"):
-        summary.slugify(3)
+        claims_tables.slugify(3)
 
 
 def test_a_check_that_misbehaves_is_caught():
     def bad_verdict():
-        return summary.Finding("maybe", "")
+        return claim_checks.Finding("maybe", "")
 
     def not_a_finding():
         return "holds"
@@ -327,21 +327,21 @@ def test_a_check_that_misbehaves_is_caught():
     base = CLAIMS["binary-252"]
     fields = {f: getattr(base, f) for f in base.__dataclass_fields__}
     with pytest.raises(ValueError, match="returned verdict 'maybe'"):
-        summary.check_claim(summary.Claim(**{**fields, "check": bad_verdict}))
+        claims.check_claim(claims.Claim(**{**fields, "check": bad_verdict}))
     with pytest.raises(TypeError, match="returned str"):
-        summary.check_claim(summary.Claim(**{**fields, "check": not_a_finding}))
+        claims.check_claim(claims.Claim(**{**fields, "check": not_a_finding}))
     with pytest.raises(ValueError, match="unique"):
-        summary.check_claims([base, base])
+        claims.check_claims([base, base])
 
 
 def test_appendix_needs_the_markers_and_real_sections(tmp_path):
     page = tmp_path / "claims.md"
     page.write_text("# Claims\n")
     with pytest.raises(ValueError, match="must hold the markers"):
-        summary.update_claims_page(page)
+        claims_tables.update_claims_page(page)
     base = CLAIMS["binary-252"]
     fields = {f: getattr(base, f) for f in base.__dataclass_fields__}
     with pytest.raises(ValueError, match="has no heading with anchor 'nowhere'"):
-        summary.claims_markdown([summary.Claim(**{**fields, "section": "nowhere"})])
+        claims_tables.claims_markdown([claims.Claim(**{**fields, "section": "nowhere"})])
     with pytest.raises(ValueError, match="expected one notebook for chapter 99"):
-        summary.claims_markdown([summary.Claim(**{**fields, "chapter": 99})])
+        claims_tables.claims_markdown([claims.Claim(**{**fields, "chapter": 99})])

@@ -458,6 +458,62 @@ class _Reference:
         return max(errors)
 
 
+def _try_implementation(name, layout, q, k, q_buf, k_buf, reference, tol):
+    """Run ``name`` once and check it against the reference: ``(the call to time, or None
+    when it failed here, and what the row records)``."""
+    call, in_place = _implementation(name, layout)
+    try:
+        if in_place:
+            q_buf.copy_(q)
+            k_buf.copy_(k)
+            call(q_buf, k_buf)
+            got = (q_buf, k_buf)
+        else:
+            got = call(q, k)
+    except RuntimeError as err:  # compile or kernel failure on this machine
+        return None, {"layout": layout, "note": f"failed: {err}"[:160]}
+    err = reference.error(got, layout)
+    info = {"layout": layout, "max_error": err, "ok": err <= tol}
+    if in_place:
+        return (lambda: call(q_buf, k_buf)), info
+    return (lambda: call(q, k)), info
+
+
+def _row(config: Config, dtype_name, length, dim, key, info, times, moved) -> dict:
+    """One row of the result: an implementation (or bound) at one grid point."""
+    med = {name: statistics.median(v) for name, v in times.items()}
+    name = key.split("/")[0]
+    seconds = med.get(key)
+
+    def per(value):  # None for a row that was not timed
+        return None if seconds is None else value(seconds)
+
+    return {
+        "device": config.device,
+        "dtype": dtype_name,
+        "batch": config.batch,
+        "heads": config.heads,
+        "length": length,
+        "dim": dim,
+        "layout": info["layout"],
+        "implementation": name,
+        "in_place": name == "apply_rope_" or name == "copy_",
+        "ms": per(lambda s: s * 1e3),
+        "min_ms": per(lambda s: min(times[key]) * 1e3),
+        "rounds": len(times.get(key, [])),
+        "bytes": moved,
+        "gbps": per(lambda s: moved / s / 1e9),
+        "alloc_ratio": per(lambda s: med["clone"] / s),
+        "traffic_ratio": per(lambda s: med["copy_"] / s),
+        "speedup_vs_transformers": (
+            None if seconds is None or REFERENCE not in med else med[REFERENCE] / seconds
+        ),
+        "max_error": info.get("max_error"),
+        "ok": info.get("ok", True),
+        "note": info.get("note", ""),
+    }
+
+
 def _point(config: Config, dtype_name: str, length: int, dim: int, log) -> list[dict]:
     """Measure one grid point: every implementation, both bounds and transformers."""
     dtype, device = _DTYPES[dtype_name], config.device
@@ -491,25 +547,11 @@ def _point(config: Config, dtype_name: str, length: int, dim: int, log) -> list[
             if why is not None:
                 rows_info[key] = {"layout": layout, "note": why}
                 continue
-            call, in_place = _implementation(name, layout)
-            try:
-                if in_place:
-                    q_buf.copy_(q)
-                    k_buf.copy_(k)
-                    call(q_buf, k_buf)
-                    got = (q_buf, k_buf)
-                else:
-                    got = call(q, k)
-            except RuntimeError as err:  # compile or kernel failure on this machine
-                rows_info[key] = {"layout": layout, "note": f"failed: {err}"[:160]}
-                continue
-            err = reference.error(got, layout)
-            rows_info[key] = {"layout": layout, "max_error": err, "ok": err <= tol}
-            if in_place:
-                calls[key] = lambda call=call: call(q_buf, k_buf)
-            else:
-                calls[key] = lambda call=call: call(q, k)
-            del got
+            call, rows_info[key] = _try_implementation(
+                name, layout, q, k, q_buf, k_buf, reference, tol
+            )
+            if call is not None:
+                calls[key] = call
     times = time_rounds(
         calls,
         warmup=config.warmup,
@@ -518,36 +560,10 @@ def _point(config: Config, dtype_name: str, length: int, dim: int, log) -> list[
         seconds=config.seconds_per_point,
         device=device,
     )
-    med = {name: statistics.median(v) for name, v in times.items()}
-    rows = []
-    for key, info in rows_info.items():
-        name = key.split("/")[0]
-        seconds = med.get(key)
-        row = {
-            "device": device,
-            "dtype": dtype_name,
-            "batch": config.batch,
-            "heads": config.heads,
-            "length": length,
-            "dim": dim,
-            "layout": info["layout"],
-            "implementation": name,
-            "in_place": name == "apply_rope_" or name == "copy_",
-            "ms": None if seconds is None else seconds * 1e3,
-            "min_ms": None if seconds is None else min(times[key]) * 1e3,
-            "rounds": len(times.get(key, [])),
-            "bytes": moved,
-            "gbps": None if seconds is None else moved / seconds / 1e9,
-            "alloc_ratio": None if seconds is None else med["clone"] / seconds,
-            "traffic_ratio": None if seconds is None else med["copy_"] / seconds,
-            "speedup_vs_transformers": (
-                None if seconds is None or REFERENCE not in med else med[REFERENCE] / seconds
-            ),
-            "max_error": info.get("max_error"),
-            "ok": info.get("ok", True),
-            "note": info.get("note", ""),
-        }
-        rows.append(row)
+    rows = [
+        _row(config, dtype_name, length, dim, key, info, times, moved)
+        for key, info in rows_info.items()
+    ]
     log(
         f"  {dtype_name:8s} T={length:<6d} D={dim:<4d} {len(calls)} timed, {len(times['clone'])} rounds"
     )

@@ -1,25 +1,24 @@
 """posenc.book: the chapters' scenery, one module per chapter or topic.
 
-Views, figures, animations, playgrounds and the summary's tables. Each module imports the
-core (``posenc``) and :mod:`posenc.plots`; the core never imports this subpackage. A chapter
-imports what it draws with, e.g. ``from posenc.book import rope_views``.
+Views, figures, animations, playgrounds, the summary and the claims. Each module imports
+the core (``posenc``) and :mod:`posenc.plots`; the core never imports this subpackage. A
+chapter imports what it draws with, e.g. ``from posenc.book import rope_views``.
 
-=====================  ==========================================================
-module                 chapter
-=====================  ==========================================================
-``bits``               3, how the bits of a binary position change
-``absolute_animations``  3, the integer and binary animations
-``waves``              4, sine waves and their explorer
-``sinusoidal_views``   5, views of the sinusoidal encoding
-``shift``              6, the symbolic derivation "a shift is a rotation"
-``rotation_explorer``  6, the rotation playground
-``relative_views``     7, relative methods' tables, figures and shift experiment
-``context``            8, the four terms of a score with additive encodings
-``rope_views``         9, RoPE's playground, animation and demonstrations
-``llama_rope``         10, RoPE as Llama 3.2 runs it, next to transformers
-``rope_nd_views``      11, grid checks of RoPE in n dimensions
-``frequencies``        12, periods, decay bound, context extension
-``precision_views``    14, tables and figures of low-precision RoPE
-``summary``            15, the property table, road map and checked claims
-=====================  ==========================================================
+- ``bits`` (chapter 3): how the bits of a binary position change;
+- ``absolute_animations`` (3): the integer and binary animations;
+- ``waves`` (4): sine waves and their explorer;
+- ``sinusoidal_views`` (5): views of the sinusoidal encoding;
+- ``shift`` (6): the symbolic derivation "a shift is a rotation";
+- ``rotation_explorer`` (6): the rotation playground;
+- ``relative_views`` (7): relative methods' tables, figures and shift experiment;
+- ``context`` (8): the four terms of a score with additive encodings;
+- ``rope_views`` (9): RoPE's playground, animation and demonstrations;
+- ``llama_rope`` (10): RoPE as Llama 3.2 runs it, next to transformers;
+- ``rope_nd_views`` (11): grid checks of RoPE in n dimensions;
+- ``frequencies`` (12): periods, decay bound, context extension;
+- ``precision_views`` (14): tables and figures of low-precision RoPE;
+- ``summary`` (15): the property table of every scheme and the road map;
+- ``claims``, ``claim_checks``, ``claims_tables``: every claim of the sources the book
+  checks, the one function that settles each (run by its chapter, by chapter 15 and for
+  the appendix), and their tables.
 """

@@ -276,6 +276,37 @@ def binary_plot_animation(num_bits: int = 5, num_positions: int = 32) -> FuncAni
     return _animate(fig, draw, num_positions)
 
 
+def _cube_path(ax3, points: torch.Tensor) -> None:
+    """The path of the codes ``points [8, 3]`` along the edges of the unit cube, each step
+    coloured by how many bits it flips."""
+    colors = {1: plots.COLORS["green"], 2: plots.COLORS["orange"], 3: plots.COLORS["red"]}
+    for a in points.tolist():  # the edges of the cube, faint
+        for b in points.tolist():
+            if sum(x != y for x, y in zip(a, b, strict=True)) == 1 and a < b:
+                ax3.plot(*zip(a, b, strict=True), color="#b8bcc2", lw=0.9, ls=":")
+    for p, length in enumerate(step_lengths(points).tolist()):
+        flipped = round(length**2)
+        a, b = points[p], points[p + 1]
+        ax3.plot(*zip(a.tolist(), b.tolist(), strict=True), color=colors[flipped], lw=2.2)
+    ax3.scatter(*points.T.tolist(), color=plots.COLORS["ink"], s=18, depthshade=False)
+    for p, xyz in enumerate(points.tolist()):
+        ax3.text(*[c + 0.06 for c in xyz], str(p), fontsize=9)
+    ax3.set_xlabel("bit 0")
+    ax3.set_ylabel("bit 1")
+    ax3.set_zlabel("bit 2")
+    ax3.set_xticks([0, 1])
+    ax3.set_yticks([0, 1])
+    ax3.set_zticks([0, 1])
+    ax3.view_init(elev=22, azim=-58)
+    ax3.set_box_aspect(None, zoom=0.88)
+    handles = [
+        Line2D([], [], color=colors[k], lw=2.2, label=f"{k} bit{'s' if k > 1 else ''}")
+        for k in (1, 2, 3)
+    ]
+    ax3.legend(handles=handles, loc="upper left", fontsize=8, title="step flips")
+    ax3.set_title("3-bit codes of positions 0..7")
+
+
 def binary_path_figure(
     *,
     path_bits: int = 3,
@@ -323,32 +354,7 @@ def binary_path_figure(
     axes[0].remove()
     with mpl.rc_context(plots.STYLE):
         ax3 = fig.add_subplot(1, 2, 1, projection="3d")
-        colors = {1: plots.COLORS["green"], 2: plots.COLORS["orange"], 3: plots.COLORS["red"]}
-        for a in points.tolist():  # the edges of the cube, faint
-            for b in points.tolist():
-                if sum(x != y for x, y in zip(a, b, strict=True)) == 1 and a < b:
-                    ax3.plot(*zip(a, b, strict=True), color="#b8bcc2", lw=0.9, ls=":")
-        for p, length in enumerate(step_lengths(points).tolist()):
-            flipped = round(length**2)
-            a, b = points[p], points[p + 1]
-            ax3.plot(*zip(a.tolist(), b.tolist(), strict=True), color=colors[flipped], lw=2.2)
-        ax3.scatter(*points.T.tolist(), color=plots.COLORS["ink"], s=18, depthshade=False)
-        for p, xyz in enumerate(points.tolist()):
-            ax3.text(*[c + 0.06 for c in xyz], str(p), fontsize=9)
-        ax3.set_xlabel("bit 0")
-        ax3.set_ylabel("bit 1")
-        ax3.set_zlabel("bit 2")
-        ax3.set_xticks([0, 1])
-        ax3.set_yticks([0, 1])
-        ax3.set_zticks([0, 1])
-        ax3.view_init(elev=22, azim=-58)
-        ax3.set_box_aspect(None, zoom=0.88)
-        handles = [
-            Line2D([], [], color=colors[k], lw=2.2, label=f"{k} bit{'s' if k > 1 else ''}")
-            for k in (1, 2, 3)
-        ]
-        ax3.legend(handles=handles, loc="upper left", fontsize=8, title="step flips")
-        ax3.set_title("3-bit codes of positions 0..7")
+        _cube_path(ax3, points)
         ax = axes[1]
         ax.vlines(range(steps.numel()), 0, steps.numpy(), color=plots.COLORS["blue"], lw=1.2)
         ax.plot(

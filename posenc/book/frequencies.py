@@ -467,6 +467,46 @@ def decay_bound(
     return step[..., None] * sums
 
 
+def _check_decay_inputs(distances, bound, aligned, random_scores, random_bound, cauchy_schwarz):
+    """Validate :func:`decay_figure`'s tensors; return ``M``, the number of distances."""
+    if not isinstance(distances, torch.Tensor):
+        raise TypeError(f"distances must be a torch.Tensor, got {type(distances).__name__}")
+    if distances.dim() != 1 or distances.numel() < 2:
+        raise ValueError(
+            f"distances must be [M] with at least 2 distances, got shape {tuple(distances.shape)}"
+        )
+    if distances.is_floating_point() or distances.is_complex() or distances.dtype == torch.bool:
+        raise TypeError(f"distances must hold integers, got dtype {distances.dtype}")
+    m = distances.numel()
+    for name, t, shape in (
+        ("bound", bound, "[M]"),
+        ("aligned", aligned, "[M]"),
+        ("random_scores", random_scores, "[N, M]"),
+        ("random_bound", random_bound, "[N, M]"),
+        ("cauchy_schwarz", cauchy_schwarz, "[N]"),
+    ):
+        check_tensor(name, t, min_dim=0)
+        dims = shape.count(",") + 1
+        if t.dim() != dims or t.shape[-1] == 0:
+            raise ValueError(f"{name} must be {shape} (M={m}), got shape {tuple(t.shape)}")
+    if bound.shape != (m,) or aligned.shape != (m,):
+        raise ValueError(
+            f"bound and aligned must be [M] = [{m}], got shapes {tuple(bound.shape)} and "
+            f"{tuple(aligned.shape)}"
+        )
+    if random_scores.shape != random_bound.shape or random_scores.shape[-1] != m:
+        raise ValueError(
+            f"random_scores and random_bound must both be [N, M] with M={m}, got shapes "
+            f"{tuple(random_scores.shape)} and {tuple(random_bound.shape)}"
+        )
+    if cauchy_schwarz.shape != random_scores.shape[:1]:
+        raise ValueError(
+            f"cauchy_schwarz must be [N] = [{random_scores.shape[0]}], got shape "
+            f"{tuple(cauchy_schwarz.shape)}"
+        )
+    return m
+
+
 def decay_figure(
     distances: torch.Tensor,
     bound: torch.Tensor,
@@ -503,41 +543,7 @@ def decay_figure(
         ...                    torch.ones(2, 4), torch.ones(2))
         >>> import matplotlib.pyplot as plt; plt.close(fig)
     """
-    if not isinstance(distances, torch.Tensor):
-        raise TypeError(f"distances must be a torch.Tensor, got {type(distances).__name__}")
-    if distances.dim() != 1 or distances.numel() < 2:
-        raise ValueError(
-            f"distances must be [M] with at least 2 distances, got shape {tuple(distances.shape)}"
-        )
-    if distances.is_floating_point() or distances.is_complex() or distances.dtype == torch.bool:
-        raise TypeError(f"distances must hold integers, got dtype {distances.dtype}")
-    m = distances.numel()
-    for name, t, shape in (
-        ("bound", bound, "[M]"),
-        ("aligned", aligned, "[M]"),
-        ("random_scores", random_scores, "[N, M]"),
-        ("random_bound", random_bound, "[N, M]"),
-        ("cauchy_schwarz", cauchy_schwarz, "[N]"),
-    ):
-        check_tensor(name, t, min_dim=0)
-        dims = shape.count(",") + 1
-        if t.dim() != dims or t.shape[-1] == 0:
-            raise ValueError(f"{name} must be {shape} (M={m}), got shape {tuple(t.shape)}")
-    if bound.shape != (m,) or aligned.shape != (m,):
-        raise ValueError(
-            f"bound and aligned must be [M] = [{m}], got shapes {tuple(bound.shape)} and "
-            f"{tuple(aligned.shape)}"
-        )
-    if random_scores.shape != random_bound.shape or random_scores.shape[-1] != m:
-        raise ValueError(
-            f"random_scores and random_bound must both be [N, M] with M={m}, got shapes "
-            f"{tuple(random_scores.shape)} and {tuple(random_bound.shape)}"
-        )
-    if cauchy_schwarz.shape != random_scores.shape[:1]:
-        raise ValueError(
-            f"cauchy_schwarz must be [N] = [{random_scores.shape[0]}], got shape "
-            f"{tuple(cauchy_schwarz.shape)}"
-        )
+    m = _check_decay_inputs(distances, bound, aligned, random_scores, random_bound, cauchy_schwarz)
     d = distances.double().cpu().numpy()
     fig, (left, right) = plots.figure(1, 2, width=9.5, height=3.6)
     left.plot(d, (bound / bound[0]).cpu().numpy(), label="RoFormer's relative bound")

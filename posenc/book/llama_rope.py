@@ -666,6 +666,22 @@ def format_band_table(
     return "\n".join(lines)
 
 
+def _shade_bands(ax, bands: list[str]) -> None:
+    """Shade the pairs of each band (kept, smoothed, divided) behind the curves."""
+    shades = {"kept": "blue", "smoothed": "orange", "divided": "red"}
+    for band, colour in shades.items():
+        members = [i for i, b in enumerate(bands) if b == band]
+        if members:
+            ax.axvspan(
+                min(members) - 0.5,
+                max(members) + 0.5,
+                color=plots.COLORS[colour],
+                alpha=0.12,
+                lw=0,
+                label=f"{band} ({len(members)} pairs)",
+            )
+
+
 def frequency_figure(
     unscaled: torch.Tensor,
     scaled: torch.Tensor,
@@ -714,48 +730,17 @@ def frequency_figure(
         fig, ax = plots.figure(width=7.5, height=4.0)
     else:
         fig = ax.figure
-    shades = {"kept": "blue", "smoothed": "orange", "divided": "red"}
+    _shade_bands(ax, bands)
     pair = torch.arange(n).numpy()
-    for band, colour in shades.items():
-        members = [i for i, b in enumerate(bands) if b == band]
-        if members:
-            ax.axvspan(
-                min(members) - 0.5,
-                max(members) + 0.5,
-                color=plots.COLORS[colour],
-                alpha=0.12,
-                lw=0,
-                label=f"{band} ({len(members)} pairs)",
-            )
-    ax.plot(
-        pair,
-        unscaled.detach().double().cpu().numpy(),
-        "o-",
-        ms=3.5,
-        lw=1.2,
-        color=plots.COLORS["ink"],
-        label="unscaled",
-    )
-    ax.plot(
-        pair,
-        scaled.detach().double().cpu().numpy(),
-        "s--",
-        ms=3.5,
-        lw=1.2,
-        color=plots.COLORS["green"],
-        label="llama3 scaled",
-    )
+    curves = ((unscaled, "o-", "ink", "unscaled"), (scaled, "s--", "green", "llama3 scaled"))
+    for freqs, style, colour, label in curves:
+        values = freqs.detach().double().cpu().numpy()
+        ax.plot(pair, values, style, ms=3.5, lw=1.2, color=plots.COLORS[colour], label=label)
     for edge, text in ((high, "turns 4 times"), (low, "turns once")):
         freq = 2 * math.pi * edge / original
         ax.axhline(freq, color=plots.COLORS["grey"], lw=0.9, ls=":")
-        ax.annotate(
-            f"{text} in {original}",
-            (0, freq),
-            xytext=(0, 3),
-            textcoords="offset points",
-            fontsize=8,
-            color=plots.COLORS["ink"],
-        )
+        note = {"textcoords": "offset points", "fontsize": 8, "color": plots.COLORS["ink"]}
+        ax.annotate(f"{text} in {original}", (0, freq), xytext=(0, 3), **note)
     ax.set_yscale("log")
     ax.set_xlabel("pair i")
     ax.set_ylabel(r"frequency $\theta_i$ (radians per position)")

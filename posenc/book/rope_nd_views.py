@@ -502,6 +502,34 @@ def frequency_allocation_figure(
 
 
 @same_device
+def _check_query_cells(query_cells, side: int, window: int) -> list:
+    """Two cells ``(x, y)``, each at least ``window`` from the border of the grid."""
+    query_cells = check_sequence("query_cells", query_cells)
+    if len(query_cells) != 2:
+        raise ValueError(f"query_cells must hold two cells, got {query_cells!r}")
+    for i, cell in enumerate(query_cells):
+        check_int_sequence(f"query_cells[{i}]", cell, min_length=2)
+        if len(cell) != 2:
+            raise ValueError(f"query_cells must hold cells (x, y), got {cell!r}")
+    for cx, cy in query_cells:
+        if not (window <= cx < side - window and window <= cy < side - window):
+            raise ValueError(
+                f"query cell {(cx, cy)} must be at least window={window} from the border "
+                f"of a {side}x{side} grid"
+            )
+    return query_cells
+
+
+def _score_map(ax, m: torch.Tensor, cell, vmax: float, side: int, title: str) -> None:
+    """The scores ``m[x, y]`` of one query against every key cell, the query marked."""
+    ax.imshow(m.T.cpu().numpy(), origin="lower", cmap="RdBu_r", vmin=-vmax, vmax=vmax)
+    ax.plot([cell[0]], [cell[1]], "kx", ms=8, mew=2)
+    ax.set_xticks(range(0, side, 5))
+    ax.set_yticks(range(0, side, 5))
+    ax.set_title(title, fontsize=9)
+    ax.grid(False)
+
+
 def score_maps_figure(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -542,19 +570,7 @@ def score_maps_figure(
     check_int("side", side, minimum=2)
     check_int("window", window, minimum=1)
     base = check_positive_float("base", base)
-    query_cells = check_sequence("query_cells", query_cells)
-    if len(query_cells) != 2:
-        raise ValueError(f"query_cells must hold two cells, got {query_cells!r}")
-    for i, cell in enumerate(query_cells):
-        check_int_sequence(f"query_cells[{i}]", cell, min_length=2)
-        if len(cell) != 2:
-            raise ValueError(f"query_cells must hold cells (x, y), got {cell!r}")
-    for cx, cy in query_cells:
-        if not (window <= cx < side - window and window <= cy < side - window):
-            raise ValueError(
-                f"query cell {(cx, cy)} must be at least window={window} from the border "
-                f"of a {side}x{side} grid"
-            )
+    query_cells = _check_query_cells(query_cells, side, window)
     cells = grid_positions((side, side))
     rotations = {
         "axial": lambda x, p: apply_rope_nd(x, p, base=base),
@@ -566,13 +582,7 @@ def score_maps_figure(
         maps = [scores[cx, cy] for cx, cy in query_cells]  # [side, side] each, [x, y]
         vmax = max(m.abs().max().item() for m in maps)
         for col, ((cx, cy), m) in enumerate(zip(query_cells, maps, strict=True)):
-            ax = axs[row, col]
-            ax.imshow(m.T.cpu().numpy(), origin="lower", cmap="RdBu_r", vmin=-vmax, vmax=vmax)
-            ax.plot([cx], [cy], "kx", ms=8, mew=2)
-            ax.set_xticks(range(0, side, 5))
-            ax.set_yticks(range(0, side, 5))
-            ax.set_title(f"{name}: query at {(cx, cy)}", fontsize=9)
-            ax.grid(False)
+            _score_map(axs[row, col], m, (cx, cy), vmax, side, f"{name}: query at {(cx, cy)}")
         windows = [
             m[cx - window : cx + window + 1, cy - window : cy + window + 1]
             for (cx, cy), m in zip(query_cells, maps, strict=True)

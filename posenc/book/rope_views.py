@@ -997,6 +997,31 @@ def rotation_frames(
     return points, rope_inv_freq(dim, base)[index]
 
 
+def _pair_panel(ax, start: torch.Tensor, radius: float, color: str, title: str) -> tuple:
+    """One pair's panel of :func:`rotation_animation`: its circle, the arrow to ``start``, an
+    empty trail and label; returns ``(trail, arrow, label)`` for the frames to update."""
+    circle = torch.linspace(0, 2 * math.pi, 121)
+    reach = 1.25 * radius
+    ax.plot(radius * circle.cos(), radius * circle.sin(), color=plots.COLORS["grey"], lw=0.8)
+    ax.axhline(0, color=plots.COLORS["grey"], lw=0.6)
+    ax.axvline(0, color=plots.COLORS["grey"], lw=0.6)
+    trail = ax.scatter([], [], s=14, color=color)
+    arrow = ax.annotate(
+        "",
+        xy=tuple(start.tolist()),
+        xytext=(0, 0),
+        arrowprops={"arrowstyle": "-|>", "color": color, "lw": 2.2, "shrinkA": 0},
+    )
+    label = ax.set_xlabel(" ", fontsize=9)
+    ax.set_xlim(-reach, reach)
+    ax.set_ylim(-reach, reach)
+    ax.set_aspect("equal")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title(title, fontsize=9, fontweight="normal")
+    return trail, arrow, label
+
+
 def rotation_animation(
     num_positions: int = 24,
     pairs: Sequence[int] = (0, 1),
@@ -1040,36 +1065,13 @@ def rotation_animation(
     fig.set_dpi(dpi)
     axes = [axes] if count == 1 else list(axes)
     radius = points[0, 0].norm().item()
-    reach = 1.25 * radius
-    circle = torch.linspace(0, 2 * math.pi, 121)
     colors = [plots.COLORS[c] for c in ("blue", "orange", "green", "red")]
     artists = []
     with mpl.rc_context(plots.STYLE):
         for j, ax in enumerate(axes):
             color = colors[j % len(colors)]
-            ax.plot(
-                radius * circle.cos(), radius * circle.sin(), color=plots.COLORS["grey"], lw=0.8
-            )
-            ax.axhline(0, color=plots.COLORS["grey"], lw=0.6)
-            ax.axvline(0, color=plots.COLORS["grey"], lw=0.6)
-            trail = ax.scatter([], [], s=14, color=color)
-            arrow = ax.annotate(
-                "",
-                xy=tuple(points[0, j].tolist()),
-                xytext=(0, 0),
-                arrowprops={"arrowstyle": "-|>", "color": color, "lw": 2.2, "shrinkA": 0},
-            )
-            label = ax.set_xlabel(" ", fontsize=9)
-            ax.set_xlim(-reach, reach)
-            ax.set_ylim(-reach, reach)
-            ax.set_aspect("equal")
-            ax.set_xticks([])
-            ax.set_yticks([])
-            i = pairs[j]
-            ax.set_title(
-                f"pair {i}: θ = {theta[j].item():.3g} rad/position", fontsize=9, fontweight="normal"
-            )
-            artists.append((trail, arrow, label))
+            title = f"pair {pairs[j]}: θ = {theta[j].item():.3g} rad/position"
+            artists.append(_pair_panel(ax, points[0, j], radius, color, title))
         title = fig.suptitle(" ", fontsize=10)
     fig.canvas.draw()
     fig.set_layout_engine("none")  # keep the first layout: no re-solving per frame

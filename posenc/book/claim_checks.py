@@ -1,0 +1,588 @@
+"""The checks behind every claim the book settles, one function of no arguments each.
+
+Each check recomputes a claim of a source from scratch and returns a :class:`Finding`: a
+verdict (:data:`HOLDS`, :data:`CAVEAT` or :data:`WRONG`) and the measured facts behind it,
+as a short machine-independent string. :data:`posenc.book.claims.CLAIMS` ties each check to
+its claim, its source and the chapter section that discusses it; the chapter, chapter 15
+and the "Claims checked" appendix all run this one function.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import torch
+
+from posenc.attention import DemoAttention, permute_positions, self_attention
+from posenc.encodings import (
+    binary_encoding,
+    integer_encoding,
+    length_normalized_encoding,
+    sinusoidal_encoding,
+    sinusoidal_frequencies,
+)
+from posenc.rope import apply_rope, rope_inv_freq
+from posenc.rotation import block_diagonal, rotation_matrix, sinusoidal_shift_matrix
+from posenc.scaling import ntk_aware_inv_freq, position_interpolation_inv_freq
+
+__all__ = ["CAVEAT", "HOLDS", "VERDICTS", "WRONG", "Finding"]
+
+
+HOLDS = "holds"
+
+
+CAVEAT = "holds with a caveat"
+
+
+WRONG = "wrong"
+
+
+VERDICTS = (HOLDS, CAVEAT, WRONG)
+"""The three verdicts, from best to worst."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a claim's check found.
+
+    Attributes:
+        verdict: one of :data:`VERDICTS`.
+        evidence: the measured facts behind it, as a short machine-independent string.
+    """
+
+    verdict: str
+    evidence: str
+
+
+def _verdict(holds: bool, caveat: bool = False) -> str:
+    if not holds:
+        return WRONG
+    return CAVEAT if caveat else HOLDS
+
+
+def _yes(flag: object) -> str:
+    return "yes" if bool(flag) else "no"
+
+
+def _gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _check_equivariance() -> Finding:
+    gen = _gen()
+    x = torch.randn(6, 16, generator=gen, dtype=torch.float64)  # [T, D]
+    w = torch.randn(3, 16, 16, generator=gen, dtype=torch.float64) / 4
+    out = self_attention(x @ w[0], x @ w[1], x @ w[2])
+    agree = 0
+    for _ in range(20):
+        perm = torch.randperm(6, generator=gen)
+        xp = permute_positions(x, perm)
+        out_p = self_attention(xp @ w[0], xp @ w[1], xp @ w[2])
+        agree += bool(torch.allclose(out_p, permute_positions(out, perm)))
+    return Finding(_verdict(agree == 20), f"Attention(PX) == P Attention(X) for {agree} of 20")
+
+
+def _check_equal_outputs() -> Finding:
+    x = torch.randn(1, 6, 64, generator=_gen())  # [B, T, E], float32 as in the source
+    x[0, 5] = x[0, 2]  # the same token at positions 2 and 5
+    layer = DemoAttention(64, num_heads=4, std=0.1, seed=0)
+    with torch.no_grad():
+        out, _ = layer(x)
+    close = torch.allclose(out[0, 2], out[0, 5], atol=1e-6)
+    # Equal only up to float32 rounding: whether the rows are bitwise equal depends on the
+    # machine's matrix-multiply kernels (chapter 1), so the claim holds with a caveat.
+    return Finding(_verdict(close, caveat=True), f"outputs allclose (atol 1e-6): {_yes(close)}")
+
+
+def _check_integer_swamps() -> Finding:
+    emb = 0.02 * torch.randn(6, 2048, generator=_gen(), dtype=torch.float64)  # [T, E]
+    pos = integer_encoding(list(range(6)), 2048).double()  # [T, E]
+    ratio = (pos[1].norm() / emb.norm(dim=-1).max()).item()
+    ones = torch.ones(2048, dtype=torch.float64)
+    cos = torch.nn.functional.cosine_similarity(emb[1:] + pos[1:], ones[None], dim=-1)
+    aligned = bool((cos > 0.99).all())
+    return Finding(
+        _verdict(ratio > 10 and aligned),
+        f"|PE(1)| / |e| > 10: {_yes(ratio > 10)}; sums point along (1, ..., 1): {_yes(aligned)}",
+    )
+
+
+def _check_length_normalised() -> Finding:
+    a = length_normalized_encoding([5], 4, 10)
+    b = length_normalized_encoding([5], 4, 10_000)
+    moves = not torch.equal(a, b)
+    shared = torch.equal(
+        length_normalized_encoding([1], 4, 2), length_normalized_encoding([50], 4, 100)
+    )
+    return Finding(
+        _verdict(moves),
+        f"position 5 moves between N = 10 and 10000: {_yes(moves)}; "
+        f"1 of 2 and 50 of 100 share a vector: {_yes(shared)}",
+    )
+
+
+def _check_binary_252() -> Finding:
+    written = format(252, "08b")
+    lsb_first = binary_encoding([252], 8)[0].int().tolist()  # feature j = bit j
+    value = sum(bit << j for j, bit in enumerate(lsb_first))
+    return Finding(
+        _verdict(written == "11111100" and value == 252),
+        f"252 = {written} (MSB first); features 0..7 = {''.join(map(str, lsb_first))}",
+    )
+
+
+def _smallest_period(values: torch.Tensor) -> int:
+    n = values.numel()
+    for shift in range(1, n):
+        if torch.equal(values[shift:], values[:-shift]):
+            return shift
+    return n
+
+
+def _check_msb_cycle() -> Finding:
+    n = 8
+    codes = binary_encoding(list(range(4 * 2**n)), n + 2)[:, :n]  # [1024, 8], p mod 256
+    msb = codes[:, n - 1]
+    flips = (torch.nonzero(msb[1:] != msb[:-1]).flatten() + 1).tolist()
+    gaps = {b - a for a, b in itertools.pairwise(flips)}
+    period = _smallest_period(msb)
+    flips_as_claimed = gaps == {2 ** (n - 1)}
+    return Finding(
+        _verdict(flips_as_claimed, caveat=period != 2 ** (n - 1)),
+        f"8 bits: the MSB flips every {min(gaps)} positions, repeats every {period}",
+    )
+
+
+def _check_exponent_range() -> Finding:
+    dim = 512
+    exponents = 2 * torch.arange(dim // 2, dtype=torch.float64) / dim
+    last = exponents[-1].item()
+    return Finding(
+        _verdict(math.isclose(last, dim / 2 - 1)),
+        f"D = {dim}: 2i/D runs from 0 to {last:.4f} = (D-2)/D, not to D/2 - 1 = {dim // 2 - 1}",
+    )
+
+
+def _check_log_space() -> Finding:
+    counts = {}
+    for dtype, base in [(torch.float32, 5e5), (torch.float16, 1e4), (torch.float16, 5e5)]:
+        exponents = 2 * torch.arange(64, dtype=dtype) / 128
+        powers = torch.tensor(base, dtype=dtype) ** exponents  # base^(2i/D), D = 128
+        counts[(dtype, base)] = int(torch.isinf(powers).sum())
+    f32, f16_small, f16_large = counts.values()
+    return Finding(
+        _verdict(f16_large > 0, caveat=f32 == 0),
+        f"base^(2i/D) at inf, D = 128: float32 {f32} of 64, float16 base 1e4 {f16_small}, "
+        f"float16 base 5e5 {f16_large}",
+    )
+
+
+def _check_longest_wavelength() -> Finding:
+    claimed = 2 * math.pi * 10000
+    shares = [2 * math.pi / sinusoidal_frequencies(d)[-1].item() / claimed for d in (128, 512)]
+    exact = all(math.isclose(s, 1.0) for s in shares)
+    near = all(0.8 < s <= 1.0 for s in shares)
+    return Finding(
+        _verdict(near, caveat=not exact),
+        f"longest wavelength / (2 pi 10000): D = 128 {shares[0]:.3f}, D = 512 {shares[1]:.3f}",
+    )
+
+
+def _check_linear_offset() -> Finding:
+    table = sinusoidal_encoding(256, 64).double()  # [T, D]
+    worst = 0.0
+    for k in (1, 5, 37, -20):
+        shift = sinusoidal_shift_matrix(k, 64)  # [D, D]
+        src = table[max(0, -k) : 256 - max(0, k)]
+        dst = table[max(0, k) : 256 - max(0, -k)]
+        worst = max(worst, (src @ shift.T - dst).abs().max().item())
+    return Finding(
+        _verdict(worst < 1e-6), f"PE(p+k) = M_k PE(p) for k = 1, 5, 37, -20: {_yes(worst < 1e-6)}"
+    )
+
+
+def _source_shift_blocks(angles: torch.Tensor) -> torch.Tensor:
+    """The source's block ``[[cos a, sin a], [-sin a, cos a]]`` for every angle, ``[..., 2, 2]``."""
+    c, s = torch.cos(angles), torch.sin(angles)
+    return torch.stack([torch.stack([c, s], -1), torch.stack([-s, c], -1)], -2)
+
+
+def _check_shift_matrix() -> Finding:
+    dim, k = 32, 7
+    table = sinusoidal_encoding(128, dim).double()  # [T, D], pairs (sin, cos)
+    omega = sinusoidal_frequencies(dim)  # [D/2]
+    shift = block_diagonal(_source_shift_blocks(omega * k))  # [D, D]
+    fits = torch.allclose(table[:-k] @ shift.T, table[k:], atol=1e-6)
+    clockwise = torch.allclose(_source_shift_blocks(omega * k), rotation_matrix(-omega * k))
+    return Finding(
+        _verdict(fits),
+        f"maps PE(p) to PE(p+7) for every p: {_yes(fits)}; "
+        f"equals the clockwise R(-w k): {_yes(clockwise)}",
+    )
+
+
+def _check_rotation_index() -> Finding:
+    omega = torch.tensor(0.3, dtype=torch.float64)
+    m = torch.arange(16, dtype=torch.float64)[:, None]  # [M, 1]
+    n = torch.arange(16, dtype=torch.float64)[None, :]  # [1, N]
+    product = rotation_matrix(m * omega).mT @ rotation_matrix(n * omega)  # [M, N, 2, 2]
+    n_minus_m = torch.allclose(product, rotation_matrix((n - m) * omega))
+    fits = torch.isclose(product, rotation_matrix((m - n) * omega)).flatten(-2).all(-1)
+    only_diagonal = torch.equal(fits, torch.eye(16, dtype=torch.bool))
+    return Finding(
+        _verdict(bool(fits.all())),
+        f"R_m^T R_n = R_(n-m): {_yes(n_minus_m)}; "
+        f"= R_(m-n) only where m = n: {_yes(only_diagonal)}",
+    )
+
+
+def _check_shaw_clipping() -> Finding:
+    from posenc.relative import shaw_relative_indices
+
+    idx = shaw_relative_indices(50, 2)  # [T, T] table rows
+    rows = idx.unique().numel()
+    offsets = torch.arange(50)[None, :] - torch.arange(50)[:, None]
+    toeplitz = torch.equal(idx, offsets.clamp(-2, 2) + 2)
+    return Finding(
+        _verdict(rows == 5 and toeplitz),
+        f"T = 50, k = 2: {rows} table rows serve every pair; row = clip(j - i) + k: "
+        f"{_yes(toeplitz)}",
+    )
+
+
+def _check_t5_buckets() -> Finding:
+    from posenc.relative import t5_bucket
+
+    offsets = torch.arange(-1000, 1001)
+    buckets = t5_bucket(offsets, bidirectional=True, num_buckets=32, max_distance=128)
+    last = buckets[-1].item()
+    first_shared = int(offsets[buckets == last].min())
+    used = buckets.unique().numel()
+    return Finding(
+        _verdict(True, caveat=first_shared < 128 or used < 32),
+        f"encoder: all offsets from {first_shared} on share the last bucket; "
+        f"{used} of 32 buckets used",
+    )
+
+
+def _check_concept_note_sinusoidal() -> Finding:
+    dim, length = 64, 100
+    # the note's recipe, float32 throughout: frequencies as exp(-2i ln(10000) / d)
+    div = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * -(math.log(10000.0) / dim))
+    angles = torch.arange(length, dtype=torch.float32)[:, None] * div  # [T, D/2]
+    table = torch.stack([torch.sin(angles), torch.cos(angles)], dim=-1).flatten(-2)  # [T, D]
+    error = (table - sinusoidal_encoding(length, dim)).abs().max().item()
+    return Finding(
+        _verdict(error < 1e-4),
+        f"D = 64, positions 0..99: largest difference from PE below 1e-4: {_yes(error < 1e-4)}",
+    )
+
+
+def _check_shaw_tensors() -> Finding:
+    from posenc.relative import shaw_attention, shaw_relative_indices
+
+    gen, length, dim, clip = _gen(), 7, 8, 2
+    q, k, v = torch.randn(3, length, dim, generator=gen, dtype=torch.float64)  # [T, D] each
+    t_k, t_v = torch.randn(2, 2 * clip + 1, dim, generator=gen, dtype=torch.float64)
+    rows = shaw_relative_indices(length, clip)  # [T, T]
+    a_k, a_v = t_k[rows], t_v[rows]  # the note's L x L x d tensors, [T, T, D]
+    scores = (q[:, None, :] * (k[None, :, :] + a_k)).sum(-1) / dim**0.5  # [T, T]
+    z = (scores.softmax(-1)[..., None] * (v[None, :, :] + a_v)).sum(-2)  # [T, D]
+    same = torch.allclose(z, shaw_attention(q, k, v, t_k, t_v)[0])
+    distinct = a_k.reshape(-1, dim).unique(dim=0).shape[0]
+    return Finding(
+        _verdict(same),
+        f"softmax(Q (K + A^K)^T / sqrt(d)) (V + A^V) row by row = Shaw attention: {_yes(same)}; "
+        f"distinct vectors in A^K: {distinct} of {length * length}",
+    )
+
+
+def _check_alibi_slopes() -> Finding:
+    from posenc.relative import alibi_slopes
+
+    slopes = alibi_slopes(8)  # [H]
+    expected = 2.0 ** (-8.0 * torch.arange(1, 9, dtype=torch.float64) / 8)
+    same = torch.allclose(slopes.double(), expected)
+    return Finding(_verdict(same), f"8 heads: 1/2, 1/4, ..., 1/256: {_yes(same)}")
+
+
+def _check_translation_invariance() -> Finding:
+    q, k = torch.randn(2, 8, 32, generator=_gen(), dtype=torch.float64)  # [T, D] each
+    scores = [
+        apply_rope(q, list(range(s, s + 8))) @ apply_rope(k, list(range(s, s + 8))).T
+        for s in (0, 100, 10_000)
+    ]  # [T, T] each
+    same = all(torch.allclose(s, scores[0]) for s in scores)
+    return Finding(
+        _verdict(same),
+        f"RoPE scores of 8 tokens at 0, 100 and 10000 onwards agree: {_yes(same)}",
+    )
+
+
+def _check_additive_pollutes() -> Finding:
+    gen = _gen()
+    dim, head = 256, 32
+    e_dog, e_cat = torch.randn(2, dim, generator=gen, dtype=torch.float64)
+    w_q, w_k = torch.randn(2, dim, head, generator=gen, dtype=torch.float64) / dim**0.5
+    pe = sinusoidal_encoding(70, dim).double() * (e_dog.norm() / (dim / 2) ** 0.5)
+    scores = torch.stack(
+        [((e_dog + pe[m]) @ w_q) @ ((e_cat + pe[m + 3]) @ w_k) for m in range(64)]
+    )  # [M]
+    content = ((e_dog @ w_q) @ (e_cat @ w_k)).abs()
+    moves = ((scores.max() - scores.min()) > 0.1 * content).item()
+    return Finding(
+        _verdict(moves),
+        f"same two words 3 apart at 64 places: the score changes: {_yes(moves)}",
+    )
+
+
+def _rope_grid(q: torch.Tensor, k: torch.Tensor, positions: list[int]) -> torch.Tensor:
+    n = len(positions)
+    return apply_rope(q.expand(n, -1), positions) @ apply_rope(k.expand(n, -1), positions).T
+
+
+def _check_relative_identity() -> Finding:
+    q, k = torch.randn(2, 64, generator=_gen(), dtype=torch.float64)
+    grid = list(range(-10, 11))
+    scores = _rope_grid(q, k, grid)  # [N, N]: S[m, n] = <R_m q, R_n k>
+    offsets = [n - m for m in grid for n in grid]
+    relative = (q * apply_rope(k.expand(len(offsets), -1), offsets)).sum(-1)
+    holds = torch.allclose(scores.flatten(), relative)
+    return Finding(
+        _verdict(holds), f"<R_m q, R_n k> = <q, R_(n-m) k> on 21 x 21 positions: {_yes(holds)}"
+    )
+
+
+def _check_matrix_vs_elementwise() -> Finding:
+    dim = 16
+    theta = rope_inv_freq(dim)  # [D/2]
+    positions = list(range(-5, 6))
+    x = torch.randn(dim, generator=_gen(), dtype=torch.float64)
+    same = 0
+    for p in positions:
+        source_matrix = block_diagonal(_source_shift_blocks(p * theta))  # [D, D]
+        same += bool(torch.allclose(source_matrix @ x, apply_rope(x[None], [p])[0]))
+    # both versions are relative: the matrix form's score grid is the other's transposed
+    q, k = torch.randn(2, dim, generator=_gen(1), dtype=torch.float64)
+    mats = torch.stack([block_diagonal(_source_shift_blocks(p * theta)) for p in positions])
+    clockwise = (mats @ q) @ (mats @ k).T  # [N, N]
+    mirrored = torch.allclose(clockwise, _rope_grid(q, k, positions).T)
+    return Finding(
+        _verdict(same == len(positions)),
+        f"matrix form = elementwise form at {same} of {len(positions)} positions (p = 0); "
+        f"both relative, mirrored: {_yes(mirrored)}",
+    )
+
+
+def _check_dog_cat() -> Finding:
+    from posenc import llama
+
+    tok = llama.load()
+    found = []
+    for text in ("Dog attacks the Cat", "Once upon a time, a Dog attacks the Cat"):
+        ids = tok.encode(text)
+        words = [piece.strip() for piece in tok.pieces(ids)]
+        dog, cat = words.index("Dog"), words.index("Cat")
+        found.append((ids[dog], dog, cat))
+    (id_a, dog_a, cat_a), (id_b, dog_b, cat_b) = found
+    q, k = torch.randn(2, 64, generator=_gen(), dtype=torch.float64)
+    score_a = (apply_rope(q[None], [dog_a]) * apply_rope(k[None], [cat_a])).sum()
+    score_b = (apply_rope(q[None], [dog_b]) * apply_rope(k[None], [cat_b])).sum()
+    same_score = torch.isclose(score_a, score_b).item()
+    same_token = id_a == id_b
+    return Finding(
+        _verdict(same_score and cat_a - dog_a == cat_b - dog_b, caveat=not same_token),
+        f"offset 3 in both: {_yes(cat_a - dog_a == cat_b - dog_b == 3)}; RoPE score equal for "
+        f"equal vectors: {_yes(same_score)}; 'Dog' the same token in both: {_yes(same_token)}",
+    )
+
+
+def _check_dogs_differ() -> Finding:
+    from posenc.book.rope_views import rope_attention
+
+    x = torch.randn(1, 6, 64, generator=_gen())  # [B, T, E]
+    x[0, 5] = x[0, 2]  # two equal tokens
+    layer = DemoAttention(64, num_heads=4, std=0.1, seed=0)
+    with torch.no_grad():
+        plain, _ = rope_attention(layer, x, rope=False)
+        rotary, _ = rope_attention(layer, x)
+    before = torch.allclose(plain[0, 2], plain[0, 5], atol=1e-6)
+    after = torch.allclose(rotary[0, 2], rotary[0, 5], atol=1e-6)
+    return Finding(
+        _verdict(before and not after),
+        f"equal tokens, equal outputs without RoPE: {_yes(before)}, with RoPE: {_yes(after)}",
+    )
+
+
+def _check_rotated_query_form() -> Finding:
+    q, k = torch.randn(2, 32, generator=_gen(), dtype=torch.float64)
+    grid = list(range(-8, 9))
+    scores = _rope_grid(q, k, grid)  # [N, N], <R_m q, R_n k>
+    pairs = [(m, n) for m in grid for n in grid]
+
+    def rotated_q(offset_of) -> torch.Tensor:
+        offsets = [offset_of(m, n) for m, n in pairs]
+        return (apply_rope(q.expand(len(pairs), -1), offsets) * k).sum(-1).reshape(scores.shape)
+
+    claimed = rotated_q(lambda m, n: n - m)  # <R_(n-m) q, k>
+    right = rotated_q(lambda m, n: m - n)  # <R_(m-n) q, k>
+    fits = torch.isclose(scores, claimed)
+    return Finding(
+        _verdict(bool(fits.all())),
+        f"<R_m q, R_n k> = <R_(n-m) q, k> at {int(fits.sum())} of {fits.numel()} (m, n); "
+        f"= <R_(m-n) q, k> at all: {_yes(torch.allclose(scores, right))}",
+    )
+
+
+def _check_concept_note_code() -> Finding:
+    from posenc.book.llama_rope import concept_note_rope
+
+    x = torch.randn(1, 8, 2, 16, generator=_gen(), dtype=torch.float64)  # [B, T, H, D]
+    note = concept_note_rope(x)
+    bhtd = x.transpose(1, 2)  # [B, H, T, D]
+    half = torch.allclose(note, apply_rope(bhtd, layout="half").transpose(1, 2))
+    inter = torch.allclose(note, apply_rope(bhtd, layout="interleaved").transpose(1, 2))
+    return Finding(
+        _verdict(half or inter, caveat=not inter),
+        f"the code is RoPE on pairs (x_2i, x_2i+1): {_yes(inter)}; "
+        f"on pairs (x_i, x_i+D/2): {_yes(half)}",
+    )
+
+
+def _check_axes_apart() -> Finding:
+    from posenc.book.rope_nd_views import grid_positions, mispaired_rope_2d, offset_check
+
+    q, k = torch.randn(2, 32, generator=_gen(), dtype=torch.float64)
+    cells = grid_positions((6, 6))  # [N, 2]
+    axial = offset_check(q, k, cells).holds(1e-12)
+    mixed = offset_check(q, k, cells, mispaired_rope_2d).holds(1e-6)
+    return Finding(
+        _verdict(axial and not mixed),
+        f"6 x 6 grid, score depends on the offset only: axial {_yes(axial)}, "
+        f"axes mixed in one rotation {_yes(mixed)}",
+    )
+
+
+def _check_mrope_text() -> Finding:
+    from posenc.book.rope_nd_views import mrope
+
+    x = torch.randn(10, 128, generator=_gen(), dtype=torch.float64)  # [T, D]
+    text = torch.arange(10)[:, None].expand(10, 3)  # t = h = w = position
+    same = torch.allclose(mrope(x, text, [16, 24, 24]), apply_rope(x, layout="half"))
+    return Finding(_verdict(same), f"M-RoPE on text = 1-D RoPE: {_yes(same)}")
+
+
+def _check_rope_blog_periods() -> Finding:
+    periods = {d: 2 * math.pi / rope_inv_freq(d) for d in (64, 128)}
+    first = periods[64][0].item()
+    last = [periods[d][-1].item() for d in (64, 128)]
+    return Finding(
+        _verdict(6 < first < 7 and all(1e4 <= p < 1e5 for p in last)),
+        f"base 10000: pair 0 every {first:.2f} tokens, last pair every {last[0]:.0f} (D = 64), "
+        f"{last[1]:.0f} (D = 128)",
+    )
+
+
+def _check_cosine_form() -> Finding:
+    q, k = torch.randn(2, 64, generator=_gen(), dtype=torch.float64)
+    qc, kc = torch.complex(q[0::2], q[1::2]), torch.complex(k[0::2], k[1::2])  # [D/2]
+    phase = torch.angle(qc * kc.conj())
+    m = torch.arange(0, 2000, 37)
+    theta = rope_inv_freq(64)
+    rotated = apply_rope(q.expand(len(m), -1), m)  # query m positions after the key
+    score = (rotated * k).sum(-1)  # [M]
+    general = (qc.abs() * kc.abs() * torch.cos(m[:, None] * theta + phase)).sum(-1)
+    in_phase = (qc.abs() * kc.abs() * torch.cos(m[:, None] * theta)).sum(-1)
+    matches_general = torch.allclose(score, general)
+    matches_claim = torch.allclose(score, in_phase)
+    return Finding(
+        _verdict(matches_general, caveat=not matches_claim),
+        f"score = sum |q_i||k_i| cos(m theta_i + phi_i): {_yes(matches_general)}; "
+        f"with every phi_i = 0: {_yes(matches_claim)}",
+    )
+
+
+def _check_decay() -> Finding:
+    from posenc.book import frequencies
+
+    gen = _gen()
+    q, k = torch.randn(2, 200, 64, generator=gen, dtype=torch.float64)  # [N, D]
+    dist = torch.arange(0, 513)
+    scores = frequencies.scores_at_distances(q, k, dist)  # [N, M]
+    bound_holds = bool((scores.abs() <= frequencies.decay_bound(q, k, dist)).all())
+    far_near = (scores[:, -100:].abs().mean() / scores[:, :11].abs().mean()).item()
+    aligned = frequencies.scores_at_distances(q, q, dist).mean(0)  # k = q
+    aligned_decays = (aligned[500] / aligned[0]).item() < 0.6
+    random_flat = 0.8 < far_near < 1.25
+    return Finding(
+        _verdict(bound_holds and aligned_decays, caveat=random_flat),
+        f"bound holds: {_yes(bound_holds)}; aligned q = k decays: {_yes(aligned_decays)}; "
+        f"random q, k decay: {_yes(not random_flat)}",
+    )
+
+
+def _check_no_forced_decay() -> Finding:
+    from posenc.book import frequencies
+
+    q = torch.randn(64, generator=_gen(), dtype=torch.float64)
+    k = apply_rope(q[None], [500])[0]  # k = R_500 q
+    scores = frequencies.scores_at_distances(q, k, torch.arange(0, 1000))
+    peak = int(scores.argmax())
+    return Finding(_verdict(peak == 500), f"k = R_500 q: the score peaks at distance {peak}")
+
+
+def _check_unique_positions() -> Finding:
+    from posenc.book import frequencies
+
+    theta = rope_inv_freq(64)
+    longest = frequencies.longest_period(64)
+    neighbours = frequencies.encoding_distance([1], theta).item()
+    at_claim = frequencies.encoding_distance([62832], theta).item()
+    _, closest = frequencies.nearest_return(100_000, theta, min_distance=1000)
+    claim_holds = math.isclose(longest, 2 * math.pi * 10000, rel_tol=1e-3) and at_claim < 0.1
+    return Finding(
+        _verdict(claim_holds),
+        f"D = 64: longest period {longest:.0f}; |E(p + 62832) - E(p)| = {at_claim:.2f} "
+        f"(neighbours {neighbours:.2f}); closest return up to 100000: {closest:.2f}",
+    )
+
+
+def _unseen_pairs(inv_freq: torch.Tensor, trained: torch.Tensor, reach: int, length: int) -> int:
+    """Pairs whose angle at distance ``reach`` exceeds the largest angle seen in training."""
+    turned = (length - 1) * trained >= 2 * math.pi  # met every angle in training
+    seen = (length - 1) * trained
+    return int(((reach * inv_freq > seen * (1 + 1e-9)) & ~turned).sum())
+
+
+def _check_length_generalisation() -> Finding:
+    length, theta = 4096, rope_inv_freq(128)
+    raw = _unseen_pairs(theta, theta, 2 * (length - 1), length)
+    interp = position_interpolation_inv_freq(theta, 2.0)
+    scaled = _unseen_pairs(interp, theta, 2 * (length - 1), length)
+    return Finding(
+        _verdict(scaled == 0, caveat=raw > 0),
+        f"L = 4096, D = 128, at 2L: pairs at unseen angles {raw} without scaling, "
+        f"{scaled} with position interpolation",
+    )
+
+
+def _check_position_interpolation() -> Finding:
+    length, theta = 8192, rope_inv_freq(128, 500000.0)
+    interp = position_interpolation_inv_freq(theta, 8.0)
+    unseen = _unseen_pairs(interp, theta, 8 * (length - 1), length)
+    return Finding(_verdict(unseen == 0), f"8 times the context: pairs at unseen angles {unseen}")
+
+
+def _check_ntk_factor() -> Finding:
+    length, theta = 8192, rope_inv_freq(128, 500000.0)
+    ntk = ntk_aware_inv_freq(128, 500000.0, 8.0)
+    unseen = _unseen_pairs(ntk, theta, 8 * (length - 1), length)
+    larger = ntk_aware_inv_freq(128, 500000.0, 32.0)
+    unseen_larger = _unseen_pairs(larger, theta, 8 * (length - 1), length)
+    return Finding(
+        _verdict(unseen > 0 and unseen_larger < unseen),
+        f"extension 8: pairs at unseen angles with factor 8 {unseen}, with factor 32 "
+        f"{unseen_larger}",
+    )

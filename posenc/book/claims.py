@@ -1,0 +1,626 @@
+"""Every claim of the sources the book checks: what it says, who says it, and its verdict.
+
+Each :class:`Claim` carries its source, the book's verdict and finding, the chapter section
+whose cells show it, and its ``check`` from :mod:`posenc.book.claim_checks`: the one function
+that settles it. The chapter that discusses a claim runs it (:func:`report`), chapter 15
+runs all of them (:func:`check_claims`), and the "Claims checked" appendix is written from
+the same records (:mod:`posenc.book.claims_tables`).
+
+Verdicts are one of :data:`~posenc.book.claim_checks.VERDICTS`: ``"holds"``,
+``"holds with a caveat"``, ``"wrong"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from posenc._validate import _got, check_sequence
+from posenc.book import claim_checks as cc
+from posenc.book.claim_checks import CAVEAT, HOLDS, VERDICTS, WRONG, Finding
+
+__all__ = [
+    "CLAIMS",
+    "SOURCES",
+    "Claim",
+    "check_claim",
+    "check_claims",
+    "report",
+]
+
+
+SOURCES: dict[str, str] = {
+    "fleetwood2024designing": "Hugging Face post",
+    "source2025concept": "concept note",
+    "source2025interactive": "interactive page",
+    "source2025ropeblog": "RoPE blog post",
+    "vaswani2017attention": "Vaswani et al.",
+    "shaw2018self": "Shaw et al.",
+    "raffel2020exploring": "T5 paper",
+    "press2022train": "ALiBi paper",
+    "su2024roformer": "RoFormer",
+    "chen2023extending": "Chen et al.",
+    "peng2024yarn": "YaRN paper",
+    "barbero2025round": "Barbero et al.",
+    "wang2024qwen2vl": "Qwen2-VL",
+}
+"""``{bibtex key: short name}`` of every source a claim comes from, in the book's order."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim of a source that the book checks.
+
+    Attributes:
+        key: short identifier.
+        source: bibtex key of the source (a key of :data:`SOURCES`).
+        title: the claim in a few plain words, for printed tables.
+        statement: the claim in the book's words (MyST markdown, may hold math).
+        verdict: the book's verdict, one of :data:`VERDICTS`.
+        finding: what the book found (MyST markdown).
+        chapter: the chapter whose executed cells show it.
+        section: the heading anchor (slug) of that chapter's section.
+        check: a function of no arguments that checks the claim again and returns a
+            :class:`Finding`; its verdict must equal ``verdict``.
+    """
+
+    key: str
+    source: str
+    title: str
+    statement: str
+    verdict: str
+    finding: str
+    chapter: int
+    section: str
+    check: Callable[[], Finding]
+
+
+_HF = "fleetwood2024designing"
+
+
+_NOTE = "source2025concept"
+
+
+_PAGE = "source2025interactive"
+
+
+_BLOG = "source2025ropeblog"
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "equivariance",
+        _HF,
+        "attention is permutation-equivariant",
+        "Self-attention is permutation-equivariant: shuffle the tokens and the outputs are "
+        "shuffled the same way.",
+        HOLDS,
+        "Checked on 100 random permutations.",
+        1,
+        "attention-cannot-see-order",
+        cc._check_equivariance,
+    ),
+    Claim(
+        "identical-outputs",
+        _HF,
+        "equal tokens get identical outputs",
+        "Without position information the two *dog* tokens of *The dog chased another dog* "
+        "get identical outputs.",
+        CAVEAT,
+        "Equal to float32 rounding (`allclose`), not always to the last bit: the "
+        "order of a kernel's sums differs between rows on some machines.",
+        1,
+        "equal-but-not-bitwise-equal",
+        cc._check_equal_outputs,
+    ),
+    Claim(
+        "integer-swamps",
+        _HF,
+        "the integer position drowns the token",
+        "Adding the integer position to the embedding swamps the token's own signal.",
+        HOLDS,
+        "$\\lVert PE(1) \\rVert = \\sqrt{2048} \\approx 45$, more than ten times a token "
+        "embedding; every sum points along $(1, \\dots, 1)$.",
+        3,
+        "the-position-itself",
+        cc._check_integer_swamps,
+    ),
+    Claim(
+        "length-normalised",
+        _HF,
+        "p / N changes with the length",
+        "Dividing by the sequence length gives the same position different vectors in "
+        "sequences of different lengths.",
+        HOLDS,
+        "Position 5 gets 0.5 at $N = 10$ and 0.0005 at $N = 10000$; "
+        "1 of 2 and 50 of 100 share a vector.",
+        3,
+        "divide-by-the-length",
+        cc._check_length_normalised,
+    ),
+    Claim(
+        "binary-252",
+        _HF,
+        "252 is 11111100 in binary",
+        "Position 252 in binary is `11111100`.",
+        HOLDS,
+        "Written most significant bit first; the encoding stores the least "
+        "significant bit in feature 0, so its features read `00111111`.",
+        3,
+        "binary",
+        cc._check_binary_252,
+    ),
+    Claim(
+        "msb-cycle",
+        _HF,
+        "the MSB cycles every 2^(n-1) tokens",
+        "The most significant of $n$ bits cycles every $2^{n-1}$ tokens.",
+        CAVEAT,
+        "It *flips* every $2^{n-1}$ positions; a full cycle (back to the same "
+        "pattern) takes $2^n$.",
+        3,
+        "how-often-each-bit-flips",
+        cc._check_msb_cycle,
+    ),
+    Claim(
+        "exponent-range",
+        _BLOG,
+        "2i/d runs from 0 to d/2 - 1",
+        "The exponent $2i/d_{model}$ of the sinusoidal encoding runs from $0$ to $d/2 - 1$.",
+        WRONG,
+        "The *index* $i$ runs to $d/2 - 1$; the exponent runs to $(d-2)/d < 1$. Read "
+        "as written, most frequencies of a 512-feature encoding would be 0.",
+        5,
+        "the-exponent-stops-short-of-1",
+        cc._check_exponent_range,
+    ),
+    Claim(
+        "log-space",
+        _PAGE,
+        "base^(2i/d) overflows: use log space",
+        "Computing $10000^{2i/d_{model}}$ directly can overflow, so the frequencies are "
+        "computed in log space.",
+        CAVEAT,
+        "Only in float16 and only for bases above 65504 (Llama's 500000); in float32 "
+        "nothing overflows and the direct form is the more accurate.",
+        5,
+        "why-the-frequencies-are-computed-in-log-space",
+        cc._check_log_space,
+    ),
+    Claim(
+        "note-sinusoidal-code",
+        _NOTE,
+        "the log-space code computes the encoding",
+        "The note's code, with frequencies $\\exp(-2i \\ln 10000 / d)$, computes the "
+        "sinusoidal encoding.",
+        HOLDS,
+        "It agrees with the formula to float32 rounding of the angles.",
+        5,
+        "why-the-frequencies-are-computed-in-log-space",
+        cc._check_concept_note_sinusoidal,
+    ),
+    Claim(
+        "longest-wavelength",
+        _PAGE,
+        "the last pair's wavelength is 2 pi 10000",
+        "The last pair of the sinusoidal encoding has wavelength $2\\pi \\cdot 10000 "
+        "\\approx 62{,}832$.",
+        CAVEAT,
+        "That is the limit as $d$ grows; the last pair has "
+        "$2\\pi \\cdot 10000^{(d-2)/d}$: 54,410 for $d = 128$, 60,611 for $d = 512$.",
+        5,
+        "wavelengths",
+        cc._check_longest_wavelength,
+    ),
+    Claim(
+        "linear-offset",
+        "vaswani2017attention",
+        "PE(p+k) is linear in PE(p)",
+        "For any fixed offset $k$, $PE(p + k)$ is a linear function of $PE(p)$.",
+        HOLDS,
+        "The map is a block-diagonal rotation $M_k$, the same for every $p$; checked "
+        "for 12,224 pairs of positions.",
+        6,
+        "every-position-every-offset-every-frequency",
+        cc._check_linear_offset,
+    ),
+    Claim(
+        "shift-matrix",
+        _HF,
+        "the shift matrix is [[cos, sin], [-sin, cos]]",
+        "Shifting a $(\\sin \\omega p, \\cos \\omega p)$ pair by $k$ is multiplication by "
+        "$\\begin{bmatrix} \\cos \\omega k & \\sin \\omega k \\\\ -\\sin \\omega k & "
+        "\\cos \\omega k \\end{bmatrix}$.",
+        HOLDS,
+        "Derived with sympy and checked numerically. It is the *clockwise* rotation "
+        "$R(-\\omega k)$, because the pair lists $\\sin$ first.",
+        6,
+        "solving-for-",
+        cc._check_shift_matrix,
+    ),
+    Claim(
+        "rotation-index",
+        _PAGE,
+        "R_m^T R_n = R_(m-n)",
+        "$R_m^\\top R_n = R_{m-n}$, so the score depends on the distance $m - n$.",
+        WRONG,
+        "$R_m^\\top R_n = R_{n-m}$ (the page writes it correctly further on); "
+        "$R_{m-n}$ fits only where $m = n$.",
+        6,
+        "a-query-at--a-key-at-",
+        cc._check_rotation_index,
+    ),
+    Claim(
+        "note-shaw-tensors",
+        _NOTE,
+        "Shaw attention with L x L x d tensors",
+        "Relative attention adds learned $L \\times L \\times d$ tensors $A^K$ and $A^V$ to "
+        "the keys and values: $\\operatorname{softmax}(Q (K + A^K)^\\top / \\sqrt{d})"
+        "(V + A^V)$.",
+        HOLDS,
+        "Read row by row, it is Shaw et al.'s attention; each tensor holds only "
+        "$2k + 1$ different vectors.",
+        7,
+        "shaw-et-al-vectors-for-offsets",
+        cc._check_shaw_tensors,
+    ),
+    Claim(
+        "shaw-clipping",
+        "shaw2018self",
+        "clipped offsets share a vector",
+        "Offsets beyond the clipping distance $k$ share one learned vector, so $2k + 1$ "
+        "vectors serve sequences of any length.",
+        HOLDS,
+        "The table row of every pair is $\\operatorname{clip}(j - i, -k, k) + k$.",
+        7,
+        "shaw-et-al-vectors-for-offsets",
+        cc._check_shaw_clipping,
+    ),
+    Claim(
+        "t5-buckets",
+        "raffel2020exploring",
+        "offsets share a bucket beyond 128",
+        "32 buckets whose ranges grow logarithmically up to an offset of 128, beyond which "
+        "all offsets share one bucket.",
+        CAVEAT,
+        "In the encoder (two directions) every offset from 91 on already shares the "
+        "last bucket, and one of the 32 buckets is never used.",
+        7,
+        "t5-one-number-per-bucket-of-offsets",
+        cc._check_t5_buckets,
+    ),
+    Claim(
+        "alibi-slopes",
+        "press2022train",
+        "ALiBi's slopes are 2^(-8h/H)",
+        "The head slopes form a geometric sequence starting at $2^{-8/H}$.",
+        HOLDS,
+        "For 8 heads: $1/2, 1/4, \\dots, 1/256$.",
+        7,
+        "alibi-a-penalty-that-grows-with-distance",
+        cc._check_alibi_slopes,
+    ),
+    Claim(
+        "translation-invariant",
+        _PAGE,
+        "RoPE makes attention translation-invariant",
+        "Because the score depends only on $R_{n-m}$, RoPE makes attention translation-invariant.",
+        HOLDS,
+        "Moving a whole sequence leaves RoPE's attention unchanged (to float64 "
+        "rounding), as for Shaw, T5 and ALiBi; absolute encodings change it.",
+        7,
+        "the-measurement-move-the-whole-sequence",
+        cc._check_translation_invariance,
+    ),
+    Claim(
+        "additive-pollutes",
+        _HF,
+        "added positions pollute the content",
+        "Adding a position vector to the token mixes position into content: the score of "
+        "two words depends on where they stand.",
+        HOLDS,
+        "The same two words three apart score differently at every placement; three "
+        "of the four terms of $q \\cdot k$ involve position.",
+        8,
+        "same-words-same-distance-different-place",
+        cc._check_additive_pollutes,
+    ),
+    Claim(
+        "relative-identity",
+        "su2024roformer",
+        "<R_m q, R_n k> = <q, R_(n-m) k>",
+        "With RoPE, $\\langle R_m q, R_n k \\rangle = \\langle q, R_{n-m} k \\rangle$: the "
+        "score depends on the offset only.",
+        HOLDS,
+        "Checked on all $41 \\times 41$ pairs of positions from $-20$ to $20$.",
+        9,
+        "the-score-sees-only-the-offset",
+        cc._check_relative_identity,
+    ),
+    Claim(
+        "matrix-vs-elementwise",
+        _HF,
+        "the elementwise formula computes the matrix form",
+        "RoPE's block matrix with blocks $\\begin{bmatrix} \\cos & \\sin \\\\ -\\sin & "
+        "\\cos \\end{bmatrix}$ is computed more cheaply by the elementwise formula.",
+        WRONG,
+        "The matrix turns clockwise, the formula counter-clockwise: they agree only at "
+        "position 0. Both give relative scores, mirrored.",
+        9,
+        "which-way-does-it-turn",
+        cc._check_matrix_vs_elementwise,
+    ),
+    Claim(
+        "dog-cat",
+        _BLOG,
+        "RoPE: the same Dog-Cat score in both sentences",
+        "With RoPE, *Dog* and *Cat* score the same in *Dog attacks the Cat* and *Once upon "
+        "a time, a Dog attacks the Cat*.",
+        CAVEAT,
+        "True for the same two vectors at the same offset, but Llama 3.2's tokenizer "
+        "makes *Dog* at the start of a text a different token; with a leading space the "
+        "scores agree.",
+        9,
+        "same-words-same-distance-same-score",
+        cc._check_dog_cat,
+    ),
+    Claim(
+        "dogs-differ",
+        _HF,
+        "with RoPE the two dogs differ",
+        "With RoPE inside attention the two *dog* tokens get different outputs.",
+        HOLDS,
+        "They differ by more than a thousand float32 steps, while moving the whole "
+        "sentence changes nothing.",
+        9,
+        "the-dogs-again",
+        cc._check_dogs_differ,
+    ),
+    Claim(
+        "concept-note-code",
+        _NOTE,
+        "the code rotates the pairs (2i, 2i+1)",
+        "RoPE rotates the pairs $(x_{2i}, x_{2i+1})$, and the note's code implements it.",
+        CAVEAT,
+        "The code is a valid RoPE, but it pairs $x_i$ with $x_{i + D/2}$ (the half "
+        "layout of GPT-NeoX and Hugging Face): equal to the text's only up to a fixed "
+        "permutation of the features.",
+        10,
+        "a-source-that-says-pairs-and-codes-halves",
+        cc._check_concept_note_code,
+    ),
+    Claim(
+        "axes-apart",
+        _HF,
+        "rotate pairs within one axis",
+        "In $n$ dimensions, pair features within the same axis; mixing axes in one "
+        "rotation intermixes the offsets.",
+        HOLDS,
+        "Axial RoPE's score depends on $(\\Delta x, \\Delta y)$ only on every pair of "
+        "cells; a rotation that shares a feature between axes breaks it.",
+        11,
+        "a-wrong-pairing",
+        cc._check_axes_apart,
+    ),
+    Claim(
+        "mrope-text",
+        "wang2024qwen2vl",
+        "M-RoPE is 1-D RoPE on text",
+        "For text, where time, height and width are equal, M-RoPE is 1-D RoPE.",
+        HOLDS,
+        "Equal to `pe.apply_rope` (half layout) to float64 rounding.",
+        11,
+        "m-rope-and-rope-mixed",
+        cc._check_mrope_text,
+    ),
+    Claim(
+        "plane-periods",
+        _BLOG,
+        "pair 0 turns every 6 tokens, the last every tens of thousands",
+        "Pair 0 turns once every $2\\pi \\approx 6$ tokens and the last pair every tens of "
+        "thousands of tokens.",
+        HOLDS,
+        "For base 10,000: 47,117 tokens for $D = 64$, 54,410 for $D = 128$.",
+        12,
+        "a-period-for-every-pair",
+        cc._check_rope_blog_periods,
+    ),
+    Claim(
+        "cosine-score",
+        _BLOG,
+        "the score goes as cos(|m - n| theta_i)",
+        "RoPE's attention score is proportional to $\\cos(|m - n|\\, \\theta_i)$.",
+        CAVEAT,
+        "Each pair adds $|q_i|\\,|k_i| \\cos(m\\theta_i + \\varphi_i)$ with a phase set by "
+        "$q$ and $k$; the claim is the special case $\\varphi_i = 0$.",
+        12,
+        "short-range-and-long-range",
+        cc._check_cosine_form,
+    ),
+    Claim(
+        "long-term-decay",
+        "su2024roformer",
+        "RoPE scores decay with distance",
+        "RoPE gives long-term decay: the score shrinks as the distance grows.",
+        CAVEAT,
+        "True of the upper bound and of aligned queries and keys on average; for "
+        "independent random $q, k$ the scores do not decay at all.",
+        12,
+        "does-attention-decay-with-distance",
+        cc._check_decay,
+    ),
+    Claim(
+        "no-forced-decay",
+        "barbero2025round",
+        "RoPE need not decay",
+        "RoPE does not force attention to decay with distance.",
+        HOLDS,
+        "A key $k = R_{500} q$ scores highest at distance 500.",
+        12,
+        "does-attention-decay-with-distance",
+        cc._check_no_forced_decay,
+    ),
+    Claim(
+        "unique-positions",
+        _HF,
+        "2 pi x 10000 unique positions, ~63,000",
+        "Base 10,000 gives $2\\pi \\cdot 10000$ unique positions, an upper bound on the "
+        "context length of about 63,000.",
+        WRONG,
+        "No pair has that period (the slowest has $2\\pi \\cdot 10000^{(D-2)/D}$), and "
+        "in exact arithmetic RoPE's positions never repeat: positions 62,832 apart are far "
+        "apart.",
+        12,
+        "how-many-positions-can-rope-tell-apart",
+        cc._check_unique_positions,
+    ),
+    Claim(
+        "excellent-generalisation",
+        _PAGE,
+        "RoPE generalises excellently to longer sequences",
+        "RoPE generalises excellently to longer sequences (it supports context scaling).",
+        CAVEAT,
+        "RoPE is defined at any length, but past the training length its slow pairs "
+        "reach angles the model never saw; it generalises with context scaling, not without.",
+        12,
+        "past-the-training-length",
+        cc._check_length_generalisation,
+    ),
+    Claim(
+        "position-interpolation",
+        "chen2023extending",
+        "interpolation stays in trained angles",
+        "Dividing every frequency by the extension factor keeps the longer context within "
+        "the angles seen in training.",
+        HOLDS,
+        "No pair reaches an unseen angle, at the price of slowing the fast pairs too.",
+        12,
+        "past-the-training-length",
+        cc._check_position_interpolation,
+    ),
+    Claim(
+        "ntk-factor",
+        "peng2024yarn",
+        "NTK-aware scaling needs a larger factor",
+        "NTK-aware scaling has to be run with a factor larger than the extension it is asked for.",
+        HOLDS,
+        "With factor $s$ its pairs just faster than the slowest still overshoot their "
+        "trained arc at $s$ times the context.",
+        12,
+        "stretching-the-frequencies",
+        cc._check_ntk_factor,
+    ),
+    Claim(
+        "rotated-query",
+        _BLOG,
+        "<R(m) q, R(n) k> = <R(n-m) q, k>",
+        "$\\langle R(m) q, R(n) k \\rangle = \\langle R(n-m) q, k \\rangle$.",
+        WRONG,
+        "Moving the rotation to the query reverses it: "
+        "$\\langle R(m) q, R(n) k \\rangle = \\langle R(m-n) q, k \\rangle = "
+        "\\langle q, R(n-m) k \\rangle$.",
+        15,
+        "a-slip-no-chapter-met",
+        cc._check_rotated_query_form,
+    ),
+)
+"""Every claim the book checks, in the order of the chapters."""
+
+
+def _check_claims(claims: object) -> list[Claim]:
+    """Return ``claims`` as a list if it is a non-empty sequence of :class:`Claim` objects."""
+    items = check_sequence("claims", claims, what="a sequence of Claim objects")
+    for i, claim in enumerate(items):
+        if not isinstance(claim, Claim):
+            raise TypeError(f"claims[{i}] must be a Claim, {_got(claim)}")
+    return items
+
+
+def check_claim(claim: Claim) -> Finding:
+    """Check one claim again.
+
+    Args:
+        claim: a :class:`Claim`.
+
+    Returns:
+        The :class:`Finding` of its ``check``.
+
+    Raises:
+        TypeError: if ``claim`` is not a :class:`Claim` or its check returns something
+            else than a :class:`Finding`.
+        ValueError: if the check returns a verdict outside :data:`VERDICTS`.
+
+    Example:
+        >>> claim = next(c for c in CLAIMS if c.key == "msb-cycle")
+        >>> check_claim(claim)
+        Finding(verdict='holds with a caveat', evidence='8 bits: the MSB flips every 128 positions, repeats every 256')
+    """
+    if not isinstance(claim, Claim):
+        raise TypeError(f"claim must be a Claim, got {type(claim).__name__}")
+    finding = claim.check()
+    if not isinstance(finding, Finding):
+        raise TypeError(f"the check of {claim.key!r} returned {type(finding).__name__}")
+    if finding.verdict not in VERDICTS:
+        raise ValueError(f"the check of {claim.key!r} returned verdict {finding.verdict!r}")
+    return finding
+
+
+def check_claims(claims: Sequence[Claim] = CLAIMS) -> dict[str, Finding]:
+    """Check every claim again.
+
+    Args:
+        claims: the claims (default: all of :data:`CLAIMS`).
+
+    Returns:
+        ``{claim key: Finding}`` in the order of ``claims``.
+
+    Raises:
+        TypeError: if ``claims`` is not a sequence of :class:`Claim` objects, or as
+            :func:`check_claim`.
+        ValueError: if ``claims`` is empty, for two claims with one key, or as
+            :func:`check_claim`.
+
+    Example:
+        >>> findings = check_claims([c for c in CLAIMS if c.chapter == 3])
+        >>> [f.verdict for f in findings.values()]
+        ['holds', 'holds', 'holds', 'holds with a caveat']
+    """
+    claims = _check_claims(claims)
+    keys = [c.key for c in claims]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"claim keys must be unique, got {keys}")
+    return {claim.key: check_claim(claim) for claim in claims}
+
+
+def report(key: str) -> str:
+    """Check the claim ``key`` again and say what it found, as its chapter prints it.
+
+    Args:
+        key: the claim's key (see :data:`CLAIMS`).
+
+    Returns:
+        Two lines: the source and the claim, then the verdict and the measured evidence.
+
+    Raises:
+        TypeError: if ``key`` is not a str.
+        ValueError: for an unknown key, or when the check's verdict is no longer the one
+            the book states for the claim (the text and the code have drifted apart).
+
+    Example:
+        >>> print(report("binary-252"))
+        Claim (Hugging Face post): 252 is 11111100 in binary
+        Verdict: holds. 252 = 11111100 (MSB first); features 0..7 = 00111111
+    """
+    keys = {claim.key: claim for claim in CLAIMS}
+    if not isinstance(key, str):
+        raise TypeError(f"key must be a str, {_got(key)}")
+    if key not in keys:
+        raise ValueError(f"key must be the key of a claim, got key={key!r}; known: {sorted(keys)}")
+    claim = keys[key]
+    finding = check_claim(claim)
+    if finding.verdict != claim.verdict:
+        raise ValueError(
+            f"the check of {key!r} finds {finding.verdict!r}, the book says {claim.verdict!r}"
+        )
+    source = SOURCES.get(claim.source, claim.source)
+    return f"Claim ({source}): {claim.title}\nVerdict: {finding.verdict}. {finding.evidence}"
