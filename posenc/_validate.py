@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from collections.abc import Callable, Sequence
 
 import torch
@@ -275,3 +276,18 @@ def same_device(func: Callable) -> Callable:
         return func(*args, **kwargs)
 
     return checked
+
+
+def check_real_pair(name: str, value: object) -> tuple[float, float]:
+    """Return ``value`` as two finite floats ``(x, y)``: a 2-D vector given as a tuple, a
+    list or a tensor of two numbers."""
+    if isinstance(value, torch.Tensor):
+        value = value.tolist()
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise ValueError(f"{name} must be two numbers (x, y), got {value!r}")
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"{name} must hold real numbers, got {value!r}")
+        if not math.isfinite(v):
+            raise ValueError(f"{name} must be finite, got {value!r}")
+    return float(value[0]), float(value[1])

@@ -368,6 +368,23 @@ def permute_qk_rows(weight: torch.Tensor, num_heads: int, *, to: str = "half") -
     return weight[index.to(weight.device)]
 
 
+def _check_coords(positions: object, n: int | None = None) -> torch.Tensor:
+    """Integer coordinates ``[..., T, n]`` (``n`` fixed when given)."""
+    if not isinstance(positions, torch.Tensor):
+        raise TypeError(
+            f"positions must be an integer tensor [..., T, n], got {type(positions).__name__}"
+        )
+    if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
+        raise TypeError(f"positions must hold integers, got dtype {positions.dtype}")
+    if positions.dim() < 2 or positions.shape[-1] < 1:
+        raise ValueError(f"positions must have shape [..., T, n], got {tuple(positions.shape)}")
+    if n is not None and positions.shape[-1] != n:
+        raise ValueError(
+            f"positions must have n={n} coordinates per cell, got shape {tuple(positions.shape)}"
+        )
+    return positions.to(torch.int64)
+
+
 @same_device
 def apply_rope_nd(
     x: torch.Tensor, positions: torch.Tensor, *, base: float = 10000.0, layout: str = "interleaved"
@@ -401,14 +418,7 @@ def apply_rope_nd(
         True
     """
     check_tensor("x", x, min_dim=2)
-    if not isinstance(positions, torch.Tensor):
-        raise TypeError(
-            f"positions must be an integer tensor [..., T, n], got {type(positions).__name__}"
-        )
-    if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
-        raise TypeError(f"positions must hold integers, got dtype {positions.dtype}")
-    if positions.dim() < 2 or positions.shape[-1] < 1:
-        raise ValueError(f"positions must have shape [..., T, n], got {tuple(positions.shape)}")
+    positions = _check_coords(positions)
     n, dim = positions.shape[-1], x.shape[-1]
     if dim == 0 or dim % (2 * n):
         raise ValueError(

@@ -71,13 +71,7 @@ __all__ = [
 ]
 
 IMPLEMENTATIONS = (
-    "dense",
-    "elementwise",
-    "rotate_half",
-    "complex",
-    "cached",
-    "blocked",
-    "c",
+    *(name for name in fast_rope.IMPLEMENTATIONS if name not in ("compiled", "triton")),
     "apply_rope",
     "rope_qk",
     "compiled",

@@ -44,7 +44,7 @@ from posenc._validate import (
     check_tensor,
     same_device,
 )
-from posenc.rope import _rotate, apply_rope, apply_rope_nd, rope_inv_freq
+from posenc.rope import _check_coords, _rotate, apply_rope, apply_rope_nd, rope_inv_freq
 
 __all__ = [
     "OffsetCheck",
@@ -61,23 +61,6 @@ __all__ = [
 
 Rotate = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 """A position-dependent map ``rotate(x [..., T, D], positions [T, n]) -> [..., T, D]``."""
-
-
-def _check_coords(positions: object, n: int | None = None) -> torch.Tensor:
-    """Integer coordinates ``[..., T, n]`` (``n`` fixed when given)."""
-    if not isinstance(positions, torch.Tensor):
-        raise TypeError(
-            f"positions must be an integer tensor [..., T, n], got {type(positions).__name__}"
-        )
-    if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
-        raise TypeError(f"positions must hold integers, got dtype {positions.dtype}")
-    if positions.dim() < 2 or positions.shape[-1] < 1:
-        raise ValueError(f"positions must have shape [..., T, n], got {tuple(positions.shape)}")
-    if n is not None and positions.shape[-1] != n:
-        raise ValueError(
-            f"positions must have n={n} coordinates per cell, got shape {tuple(positions.shape)}"
-        )
-    return positions.to(torch.int64)
 
 
 def _check_x(x: object, positions: torch.Tensor) -> torch.Tensor:

@@ -38,13 +38,14 @@ from posenc._validate import (
     check_layout,
     check_positions,
     check_positive_float,
+    check_real_pair,
     check_str_sequence,
     check_tensor,
     same_device,
 )
 from posenc.attention import DemoAttention
 from posenc.encodings import sinusoidal_encoding
-from posenc.rope import apply_rope, rope_inv_freq
+from posenc.rope import _check_rope_input, apply_rope, rope_inv_freq
 
 __all__ = [
     "ENCODINGS",
@@ -148,23 +149,6 @@ def clockwise_rope_matrix(
     return dense.to(dtype)
 
 
-def _check_x_and_positions(x: object, positions: object) -> tuple[torch.Tensor, torch.Tensor]:
-    check_tensor("x", x, min_dim=2)
-    dim, length = x.shape[-1], x.shape[-2]
-    if dim == 0 or dim % 2:
-        raise ValueError(f"head dimension must be even and positive, got D={dim}")
-    if length == 0:
-        raise ValueError(f"x must have at least one position, got shape {tuple(x.shape)}")
-    if positions is None:
-        return x, torch.arange(length, device=x.device)
-    p = check_positions("positions", positions, nonnegative=False)
-    if p.numel() != length:
-        raise ValueError(
-            f"positions must have one entry per position (T={length}), got {p.numel()}"
-        )
-    return x, p.to(x.device)
-
-
 def elementwise_rope(x: torch.Tensor, positions=None, *, base: float = 10000.0) -> torch.Tensor:
     """RoPE's elementwise formula as the source post writes it (interleaved pairs).
 
@@ -193,10 +177,10 @@ def elementwise_rope(x: torch.Tensor, positions=None, *, base: float = 10000.0) 
         >>> elementwise_rope(x, [1])  # (cos 1, sin 1): turned counter-clockwise
         tensor([[0.5403, 0.8415]], dtype=torch.float64)
     """
-    x, p = _check_x_and_positions(x, positions)
+    x, p = _check_rope_input(x, positions)
     dtype = _angle_dtype(x)
     theta = rope_inv_freq(x.shape[-1], base).to(device=x.device, dtype=dtype)  # [D/2]
-    angles = p.to(dtype)[:, None] * theta  # [T, D/2]
+    angles = p.to(dtype)[..., None] * theta  # [..., T, D/2]
     cos = angles.cos().repeat_interleave(2, dim=-1)  # [T, D]: c1 c1 c2 c2 ...
     sin = angles.sin().repeat_interleave(2, dim=-1)  # [T, D]
     xf = x.to(dtype)
@@ -925,18 +909,10 @@ def playground(
 
 
 def _check_pair_vector(vector: object) -> torch.Tensor:
-    if isinstance(vector, torch.Tensor):
-        vector = vector.tolist()
-    if not isinstance(vector, (tuple, list)) or len(vector) != 2:
-        raise ValueError(f"vector must be two numbers (x, y), got {vector!r}")
-    for v in vector:
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise TypeError(f"vector must hold real numbers, got {vector!r}")
-        if not math.isfinite(v):
-            raise ValueError(f"vector must be finite, got {vector!r}")
-    if vector[0] == 0 and vector[1] == 0:
+    x, y = check_real_pair("vector", vector)
+    if x == 0 and y == 0:
         raise ValueError("vector must not be zero (it would not show a rotation)")
-    return torch.tensor([float(vector[0]), float(vector[1])], dtype=torch.float64)
+    return torch.tensor([x, y], dtype=torch.float64)
 
 
 def rotation_frames(

@@ -18,6 +18,7 @@ import matplotlib as mpl
 import torch
 
 from posenc import plots
+from posenc._validate import check_real_pair
 from posenc.rotation import rotation_matrix
 
 __all__ = ["draw_rotation", "rotation_animation", "rotation_explorer"]
@@ -32,19 +33,6 @@ def _check_angle(angle: object) -> float:
     if not math.isfinite(angle):
         raise ValueError(f"angle must be finite, got angle={angle}")
     return float(angle)
-
-
-def _check_vector(vector: object) -> tuple[float, float]:
-    if isinstance(vector, torch.Tensor):
-        vector = vector.tolist()
-    if not isinstance(vector, (tuple, list)) or len(vector) != 2:
-        raise ValueError(f"vector must be two numbers (x, y), got {vector!r}")
-    for v in vector:
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise TypeError(f"vector must hold real numbers, got {vector!r}")
-        if not math.isfinite(v):
-            raise ValueError(f"vector must be finite, got {vector!r}")
-    return float(vector[0]), float(vector[1])
 
 
 def _fmt(value: float) -> str:
@@ -171,7 +159,7 @@ def draw_rotation(angle: float = 45.0, vector=(1.0, 0.0)):
         >>> import matplotlib.pyplot as plt; plt.close(fig)
     """
     angle = _check_angle(angle)
-    vector = _check_vector(vector)
+    vector = check_real_pair("vector", vector)
     fig, ax_plane, ax_text = _new_figure()
     _update(_setup(ax_plane, ax_text, vector), angle, vector)
     return fig
@@ -193,7 +181,7 @@ def rotation_explorer(angle: float = 45.0, vector=(1.0, 0.0)) -> None:
         ImportError: if ipywidgets is not installed.
     """
     angle = _check_angle(angle)
-    vector = _check_vector(vector)
+    vector = check_real_pair("vector", vector)
     if not -180 <= angle <= 180:
         raise ValueError(f"angle must be within -180 .. 180 degrees, got angle={angle}")
     if not all(-1.5 <= v <= 1.5 for v in vector):
@@ -240,9 +228,9 @@ def rotation_animation(vector=(1.0, 0.5), *, frames: int = 24, dpi: int = 60):
     """
     from matplotlib.animation import FuncAnimation
 
-    from posenc._validate import check_int
+    from posenc._validate import check_int, check_real_pair
 
-    vector = _check_vector(vector)
+    vector = check_real_pair("vector", vector)
     check_int("frames", frames, minimum=2)
     if frames > MAX_FRAMES:
         raise ValueError(f"frames must be at most {MAX_FRAMES}, got frames={frames}")
