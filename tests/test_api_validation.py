@@ -96,6 +96,7 @@ RECORDS = {
     "relative_views.ShiftSetup",
     "rope_nd_views.OffsetCheck",
     "claims.Claim",
+    "claims.ClaimReport",
     "claim_checks.Finding",
     "summary.Station",
 }

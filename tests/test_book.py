@@ -328,6 +328,7 @@ NO_EXAMPLE = {
     "book.rotation_explorer.rotation_explorer",
     "book.sinusoidal_views.playground",
     "book.claims.Claim",
+    "book.claims.ClaimReport",
     "book.claim_checks.Finding",
     "book.summary.Station",
     "book.waves.explorer",

@@ -12,6 +12,7 @@ Verdicts are one of :data:`~posenc.book.claim_checks.VERDICTS`: ``"holds"``,
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ __all__ = [
     "CLAIMS",
     "SOURCES",
     "Claim",
+    "ClaimReport",
     "check_claim",
     "check_claims",
     "report",
@@ -592,14 +594,47 @@ def check_claims(claims: Sequence[Claim] = CLAIMS) -> dict[str, Finding]:
     return {claim.key: check_claim(claim) for claim in claims}
 
 
-def report(key: str) -> str:
-    """Check the claim ``key`` again and say what it found, as its chapter prints it.
+@dataclass(frozen=True)
+class ClaimReport:
+    """A claim checked again, as its chapter shows it: plain text, and HTML that wraps.
+
+    Attributes:
+        source: the source's short name.
+        title: the claim in a few plain words.
+        verdict: the verdict the check found.
+        evidence: the measured facts behind it.
+    """
+
+    source: str
+    title: str
+    verdict: str
+    evidence: str
+
+    def __str__(self) -> str:
+        return f"Claim ({self.source}): {self.title}\nVerdict: {self.verdict}. {self.evidence}"
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        return (
+            '<div class="claim-report" style="border-left: 3px solid #0072b2; '
+            'padding: 0.1em 0 0.1em 0.9em; margin: 0.5em 0">'
+            f"<p><strong>Claim</strong> ({e(self.source)}): {e(self.title)}</p>"
+            f"<p><strong>Verdict: {e(self.verdict)}.</strong> {e(self.evidence)}</p></div>"
+        )
+
+
+def report(key: str) -> ClaimReport:
+    """Check the claim ``key`` again and say what it found, as its chapter shows it.
 
     Args:
         key: the claim's key (see :data:`CLAIMS`).
 
     Returns:
-        Two lines: the source and the claim, then the verdict and the measured evidence.
+        A :class:`ClaimReport`: two lines of text (the source and the claim, then the
+        verdict and the measured evidence), shown as wrapping HTML in a notebook.
 
     Raises:
         TypeError: if ``key`` is not a str.
@@ -607,7 +642,7 @@ def report(key: str) -> str:
             the book states for the claim (the text and the code have drifted apart).
 
     Example:
-        >>> print(report("binary-252"))
+        >>> report("binary-252")
         Claim (Hugging Face post): 252 is 11111100 in binary
         Verdict: holds. 252 = 11111100 (MSB first); features 0..7 = 00111111
     """
@@ -623,4 +658,4 @@ def report(key: str) -> str:
             f"the check of {key!r} finds {finding.verdict!r}, the book says {claim.verdict!r}"
         )
     source = SOURCES.get(claim.source, claim.source)
-    return f"Claim ({source}): {claim.title}\nVerdict: {finding.verdict}. {finding.evidence}"
+    return ClaimReport(source, claim.title, finding.verdict, finding.evidence)
