@@ -147,7 +147,7 @@ def _check_rope_input(x: object, positions: object) -> tuple[torch.Tensor, torch
 
 
 def _check_args(x, positions, base, inv_freq, layout):
-    """Validate :func:`apply_rope`'s arguments once, for it and for :mod:`posenc.fast`.
+    """Validate :func:`apply_rope`'s arguments once.
 
     Returns ``(x, p, inv_freq, layout)`` with ``p`` int64 on x's device.
     """
@@ -182,7 +182,8 @@ def apply_rope(
             ``[..., T]`` that broadcasts with ``x.shape[:-1]`` (e.g. ``[B, 1, T]``).
             Negative positions rotate the other way.
         base: frequency base, used when ``inv_freq`` is None.
-        inv_freq: the frequencies ``[D/2]`` to use instead (e.g. :func:`llama3_inv_freq`).
+        inv_freq: the frequencies ``[D/2]`` to use instead (e.g. from
+            :func:`posenc.scaling.llama3_inv_freq`).
         layout: ``"interleaved"`` or ``"half"``.
 
     Returns:

@@ -4,7 +4,8 @@ RoPE turns each pair of features by an angle; per pair that is four multiplicati
 two additions, nothing next to the cost of reading ``x`` from memory and writing the result
 back. So RoPE is bound by memory traffic, and the way to make it fast is to touch every
 byte of ``x`` as few times as possible. This module holds the forms the book compares,
-from the slowest to the fastest; every one returns what ``apply_rope`` returns:
+from the slowest to the fastest; every one returns what :func:`posenc.rope.apply_rope`
+(the reference) returns:
 
 - :func:`rope_dense`: one dense ``[D, D]`` matrix per position, a matrix product per token.
   ``O(D^2)`` work per vector where ``O(D)`` suffices: the baseline.
@@ -21,14 +22,16 @@ from the slowest to the fastest; every one returns what ``apply_rope`` returns:
   small enough to stay in the cache, so every byte of ``x`` crosses the memory bus once
   each way.
 - :func:`rope_c`: one loop in C (:mod:`posenc.fast.cpu_kernel`), compiled on first use, that
-  reads each pair once and writes it once: what ``apply_rope`` runs on a CPU for float32
+  reads each pair once and writes it once: what :func:`apply_rope` runs on a CPU for float32
   and float64 when a C compiler is available (otherwise it runs ``rope_blocked``).
-- :func:`apply_rope_` (``pe.apply_rope_``): the same, writing into ``x`` itself: no
-  fresh memory at all.
+- :func:`apply_rope`: the fastest correct one for x's device and dtype (the C loop, Triton,
+  or the blocks), tables cached between calls; :func:`apply_rope_` the same, writing into
+  ``x`` itself: no fresh memory at all.
 - :func:`rope_compiled`: ``torch.compile`` of the elementwise form (one fused loop),
   compiled on first use.
-- :func:`rope_triton`: a Triton kernel, one pass over ``x``, used on CUDA when Triton is
-  installed (on a CPU it runs only under Triton's interpreter, ``TRITON_INTERPRET=1``).
+- :func:`~posenc.fast.triton.rope_triton`: a Triton kernel, one pass over ``x``, used on
+  CUDA when Triton is installed (on a CPU it runs only under Triton's interpreter,
+  ``TRITON_INTERPRET=1``).
 
 Every function takes the arguments of ``apply_rope`` (``x [..., T, D]``, integer
 ``positions``, ``base`` or ``inv_freq``, ``layout``), validates them the same way and
