@@ -284,16 +284,17 @@ def alibi_bias(num_positions: int, slopes: torch.Tensor, *, causal: bool = True)
 
     Example:
         >>> alibi_bias(3, torch.tensor([0.5]))[0]
-        tensor([[-0.0000, -inf, -inf],
-                [-0.5000, -0.0000, -inf],
-                [-1.0000, -0.5000, -0.0000]])
+        tensor([[ 0.0000,    -inf,    -inf],
+                [-0.5000,  0.0000,    -inf],
+                [-1.0000, -0.5000,  0.0000]])
     """
     check_int("num_positions", num_positions, minimum=1)
     _check_slopes(slopes)
     check_bool("causal", causal)
     pos = torch.arange(num_positions, device=slopes.device)
-    distance = (pos[:, None] - pos[None, :]).abs().to(slopes.dtype)  # [T, T]
-    bias = -slopes[:, None, None] * distance  # [H, T, T]
+    # minus the distance, formed in integers so that the diagonal is 0, not -0
+    offset = -(pos[:, None] - pos[None, :]).abs()  # [T, T]
+    bias = slopes[:, None, None] * offset.to(slopes.dtype)  # [H, T, T]
     if causal:
         future = pos[None, :] > pos[:, None]
         bias = bias.masked_fill(future, float("-inf"))

@@ -172,10 +172,59 @@ def _check_log_space() -> Finding:
         powers = torch.tensor(base, dtype=dtype) ** exponents  # base^(2i/D), D = 128
         counts[(dtype, base)] = int(torch.isinf(powers).sum())
     f32, f16_small, f16_large = counts.values()
+    # The claim names the base 10000: it holds only if that base overflows somewhere.
     return Finding(
-        _verdict(f16_large > 0, caveat=f32 == 0),
-        f"base^(2i/D) at inf, D = 128: float32 {f32} of 64, float16 base 1e4 {f16_small}, "
-        f"float16 base 5e5 {f16_large}",
+        _verdict(f16_small > 0),
+        f"base^(2i/D) at inf, D = 128: float16 base 1e4 {f16_small} of 64, float32 base 5e5 "
+        f"{f32}, float16 base 5e5 {f16_large}",
+    )
+
+
+def _check_low_dims_slow() -> Finding:
+    dim = 64
+    pe = sinusoidal_encoding(100, dim).double()  # [T, D]
+    flips = (pe[1:].sign() != pe[:-1].sign()).sum(0)  # sign changes per feature over 100 positions
+    first, last = int(flips[0]), int(flips[dim - 2])
+    slowing = bool((sinusoidal_frequencies(dim).diff() < 0).all())
+    return Finding(
+        _verdict(first < last),
+        f"D = 64, positions 0..99: feature 0 changes sign {first} times, feature 62 only "
+        f"{last}; frequencies fall with the feature index: {_yes(slowing)}",
+    )
+
+
+def _check_sine_alone() -> Finding:
+    real_zero = abs(math.sin(math.pi)) < 1e-15
+    p = torch.arange(101, dtype=torch.float64)
+    s, c = p.sin(), p.cos()
+    gap_sin = (s[:, None] - s[None, :]).abs() + torch.eye(101, dtype=torch.float64)
+    both = torch.stack([s, c], dim=-1)
+    gap_pair = torch.cdist(both, both) + 2 * torch.eye(101, dtype=torch.float64)
+    return Finding(
+        _verdict(real_zero, caveat=True),
+        f"sin(0) = sin(pi) = 0 for real inputs: {_yes(real_zero)}; integer positions 0..100 share "
+        f"no sine exactly, the closest two differ by {gap_sin.min().item():.1g}; as (sin, cos) "
+        f"pairs they are at least {gap_pair.min().item():.2f} apart",
+    )
+
+
+def _check_key_rotation_typo() -> Finding:
+    gen = _gen(3)
+    q, k = torch.randn(2, 1, 8, generator=gen, dtype=torch.float64)
+
+    def score(m, n, key_at):
+        return (apply_rope(q, [m]) @ apply_rope(k, [key_at(m, n)]).T).item()
+
+    pairs = [(0, 5), (7, 12), (3, 3), (40, 2)]
+    as_written = {round(score(m, n, lambda m, n: m), 9) for m, n in pairs}
+    as_meant = [score(m, n, lambda m, n: n) for m, n in pairs]
+    offset_only = math.isclose(as_meant[0], as_meant[1], rel_tol=1e-9)
+    # as written, the key turns with the query: the formula would carry no position at all
+    return Finding(
+        _verdict(len(as_written) > 1),
+        f"key rotated by R(m) as written: the score is the same for every (m, n): "
+        f"{_yes(len(as_written) == 1)}; by R(n): it depends on n - m (equal at offsets 5 and 5, "
+        f"different at 0 and -38): {_yes(offset_only and as_meant[2] != as_meant[3])}",
     )
 
 

@@ -165,6 +165,19 @@ CLAIMS: tuple[Claim, ...] = (
         cc._check_msb_cycle,
     ),
     Claim(
+        "sine-alone",
+        _PAGE,
+        "with sine alone, positions 0 and pi both give 0",
+        "With sine alone, positions $0$ and $\\pi$ would both give $0$, so the cosine is needed.",
+        CAVEAT,
+        "The point holds: $\\sin a = \\sin(\\pi - a)$, so sine alone confuses nearby values. "
+        "The example does not: positions are integers, no two share a sine exactly, and "
+        "$\\pi$ is not a position.",
+        4,
+        "sine-alone-is-ambiguous",
+        cc._check_sine_alone,
+    ),
+    Claim(
         "exponent-range",
         _BLOG,
         "2i/d runs from 0 to d/2 - 1",
@@ -182,9 +195,10 @@ CLAIMS: tuple[Claim, ...] = (
         "base^(2i/d) overflows: use log space",
         "Computing $10000^{2i/d_{model}}$ directly can overflow, so the frequencies are "
         "computed in log space.",
-        CAVEAT,
-        "Only in float16 and only for bases above 65504 (Llama's 500000); in float32 "
-        "nothing overflows and the direct form is the more accurate.",
+        WRONG,
+        "Not for the base 10000 it names: nothing overflows in float16 or float32. Overflow "
+        "needs float16 and a base above 65504 (Llama's 500000), where log space does help; in "
+        "float32 the direct form is the more accurate.",
         5,
         "why-the-frequencies-are-computed-in-log-space",
         cc._check_log_space,
@@ -200,6 +214,19 @@ CLAIMS: tuple[Claim, ...] = (
         5,
         "why-the-frequencies-are-computed-in-log-space",
         cc._check_concept_note_sinusoidal,
+    ),
+    Claim(
+        "low-dims-slow",
+        _NOTE,
+        "low dimensions change slowly, high ones fast",
+        "In the sinusoidal encoding the lower dimensions change slowly over positions and the "
+        "higher ones oscillate faster.",
+        WRONG,
+        "The reverse: pair $i$ turns at $10000^{-2i/d}$, so the first features change fastest "
+        "(every position) and the last ones slowest.",
+        5,
+        "seeing-the-encoding",
+        cc._check_low_dims_slow,
     ),
     Claim(
         "longest-wavelength",
@@ -326,6 +353,18 @@ CLAIMS: tuple[Claim, ...] = (
         8,
         "same-words-same-distance-different-place",
         cc._check_additive_pollutes,
+    ),
+    Claim(
+        "key-rotation-typo",
+        _BLOG,
+        "the key is rotated by R(m)",
+        "The post writes the rotated key as $R(n)k = R(m)(W_k x_n)$.",
+        WRONG,
+        "A typo: its next line uses $R(n)$, as it must. Rotated by $R(m)$ like the query, the "
+        "key would make every score independent of position.",
+        9,
+        "the-score-sees-only-the-offset",
+        cc._check_key_rotation_typo,
     ),
     Claim(
         "relative-identity",

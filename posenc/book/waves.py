@@ -11,6 +11,7 @@ Shapes: ``t`` is any ``[...]``; a set of ``T`` points to compare is ``[T]`` or `
 
 from __future__ import annotations
 
+import fractions
 import math
 from collections.abc import Sequence
 
@@ -435,6 +436,17 @@ def _explorer_widget(amplitude: float, frequency: float, phase: float):
     )
 
 
+def _times_pi(t: float) -> str:
+    """``t`` as a multiple of π: a small fraction where it is one (π/6, 5π/6), else decimals."""
+    ratio = fractions.Fraction(t / math.pi).limit_denominator(12)
+    if not math.isclose(float(ratio), t / math.pi, abs_tol=1e-9):
+        return f"{t / math.pi:.2f}π"
+    if ratio == 0:
+        return "0"
+    top = {1: "", -1: "-"}.get(ratio.numerator, str(ratio.numerator))
+    return f"{top}π" if ratio.denominator == 1 else f"{top}π/{ratio.denominator}"
+
+
 def ambiguity_figure(angle: float = math.pi / 6):
     """Why sine alone is ambiguous: ``angle`` and its partner ``pi - angle`` on both views.
 
@@ -477,7 +489,7 @@ def ambiguity_figure(angle: float = math.pi / 6):
     _pi_ticks(ax_w, TWO_PI)
     ax_w.set_xlim(0.0, TWO_PI)
     ax_w.set_xlabel("t")
-    ax_w.set_title(f"same sine at t = {a / math.pi:.2f}π (●) and t = {b / math.pi:.2f}π (■)")
+    ax_w.set_title(f"same sine at t = {_times_pi(a)} (●) and t = {_times_pi(b)} (■)")
     ax_w.legend(loc="lower left")
     ax_c.plot(torch.cos(t), torch.sin(t), color=plots.COLORS["grey"], lw=1.2)
     ax_c.axhline(math.sin(a), color=ink, lw=0.8, ls=":")
