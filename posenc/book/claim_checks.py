@@ -228,6 +228,19 @@ def _check_key_rotation_typo() -> Finding:
     )
 
 
+def _check_cyclical() -> Finding:
+    # |PE(p + k) - PE(p)|^2 = sum_i (2 - 2 cos(k w_i)): the distance depends on the offset only
+    w = sinusoidal_frequencies(64)  # [D/2], float64
+    k = torch.arange(1, 100_001, dtype=torch.float64)
+    dist = torch.sqrt((2 - 2 * torch.cos(k[:, None] * w[None, :])).sum(-1))  # [K]
+    nearest = int(k[dist.argmin()])
+    return Finding(
+        _verdict(bool(dist.min() < 1e-3)),
+        f"D = 64: the closest two positions within 100,000 of each other are {nearest} apart "
+        f"(distance {dist.min().item():.2f}); no position repeats another",
+    )
+
+
 def _check_longest_wavelength() -> Finding:
     claimed = 2 * math.pi * 10000
     shares = [2 * math.pi / sinusoidal_frequencies(d)[-1].item() / claimed for d in (128, 512)]

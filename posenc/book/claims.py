@@ -229,6 +229,20 @@ CLAIMS: tuple[Claim, ...] = (
         cc._check_low_dims_slow,
     ),
     Claim(
+        "cyclical",
+        _NOTE,
+        "sinusoidal encodings fail on longer inputs because they are cyclical",
+        "The sinusoidal encoding struggles with sequences longer than those seen in training "
+        "because of its cyclical nature.",
+        WRONG,
+        "Each pair repeats, the whole vector does not: no two positions within 100,000 of each "
+        "other share an encoding, and neighbours stay the closest pair. What fails on longer "
+        "inputs is the model, which never saw those vectors (chapter 12).",
+        5,
+        "the-dot-product-sees-only-the-offset",
+        cc._check_cyclical,
+    ),
+    Claim(
         "longest-wavelength",
         _PAGE,
         "the last pair's wavelength is 2 pi 10000",
