@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from posenc._validate import check_real, same_device
+from posenc._validate import check_bool, check_real, same_device
 from posenc._validate import check_tensor as _check_tensor
 
 __all__ = ["DemoAttention", "attention_weights", "permute_positions", "self_attention"]
@@ -182,18 +182,20 @@ class DemoAttention(nn.Module):
                     param.normal_(0.0, std)
 
     @same_device
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Attend over a batch of embedded sequences.
 
         Args:
             x: token embeddings, shape ``[B, T, E]``.
+            causal: let each token attend only to itself and the tokens before it, as a
+                decoder such as Llama does (the mask is built on x's device).
 
         Returns:
             ``(out, weights)``: outputs ``[B, T, E]`` and the attention weights averaged
             over heads, ``[B, T, T]``.
 
         Raises:
-            TypeError: if ``x`` is not a floating tensor.
+            TypeError: if ``x`` is not a floating tensor or ``causal`` not a bool.
             ValueError: if ``x`` is not ``[B, T, E]`` with this layer's ``E``.
         """
         _check_tensor("x", x, min_dim=3)
@@ -201,4 +203,8 @@ class DemoAttention(nn.Module):
             raise ValueError(
                 f"x must have shape [B, T, E] with E={self.mha.embed_dim}, got shape {tuple(x.shape)}"
             )
-        return self.mha(self.w_q(x), self.w_k(x), self.w_v(x))
+        mask = None
+        if check_bool("causal", causal):  # True above the diagonal: later tokens are hidden
+            length = x.shape[-2]
+            mask = torch.ones(length, length, dtype=torch.bool, device=x.device).triu(1)
+        return self.mha(self.w_q(x), self.w_k(x), self.w_v(x), attn_mask=mask)
