@@ -398,6 +398,7 @@ base(
     labels=lambda: ["a", "b", "c"],
 )
 base("context.scaled_sinusoidal", positions=lambda: [0, 7])
+base("context.span_basis", rows=lambda: _randn(3, 4))
 base("encodings.length_normalized_encoding", positions=lambda: [1], dim=lambda: 2, length=lambda: 4)
 base("encodings.LearnedPositionalEmbedding", max_positions=lambda: 4)
 base("encodings.LearnedPositionalEmbedding.forward", positions=lambda: [0, 3])

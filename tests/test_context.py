@@ -129,6 +129,27 @@ def test_scaled_sinusoidal_is_the_encoding_at_the_mean_norm(positions, seed):
     torch.testing.assert_close(got / target, direction, atol=1e-6, rtol=1e-6)
 
 
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 6), dim=st.integers(6, 12), seed=st.integers(0, 99))
+def test_span_basis_spans_the_rows_and_removing_it_removes_them(n, dim, seed):
+    rows = draw(seed, n, dim)
+    basis = context.span_basis(rows)  # [E, k]
+    assert basis.shape == (dim, n)
+    torch.testing.assert_close(basis.T @ basis, torch.eye(n, dtype=torch.float64))
+    keep = torch.eye(dim, dtype=torch.float64) - basis @ basis.T
+    torch.testing.assert_close(rows @ keep, torch.zeros(n, dim, dtype=torch.float64))
+
+
+def test_span_basis_takes_the_largest_directions_up_to_the_energy():
+    rows = torch.diag(torch.tensor([3.0, 2.0, 1.0, 0.5]))  # energies 9, 4, 1, 0.25
+    total = 14.25
+    for energy, k in [(9 / total, 1), (9.01 / total, 2), (13 / total, 2), (13.5 / total, 3)]:
+        basis = context.span_basis(rows, energy=energy)
+        assert basis.shape == (4, k)
+        torch.testing.assert_close(basis.abs(), torch.eye(4, dtype=torch.float64)[:, :k])
+    assert context.span_basis(torch.zeros(2, 4) + torch.tensor([1.0, 0, 0, 0])).shape == (4, 1)
+
+
 def test_seeded_projections_are_reproducible_and_scaled():
     w_q, w_k = context.seeded_projections(256, 256, seed=3)
     again = context.seeded_projections(256, 256, seed=3)
@@ -202,6 +223,12 @@ def test_bad_input_raises_clear_errors():
         context.scaled_sinusoidal([0], torch.zeros(2, 5))
     with pytest.raises(ValueError, match="positions must be non-negative"):
         context.scaled_sinusoidal([-1], x)
+    with pytest.raises(ValueError, match="energy must be in"):
+        context.span_basis(x, energy=1.5)
+    with pytest.raises(ValueError, match="rows must hold a nonzero"):
+        context.span_basis(torch.zeros(3, 4))
+    with pytest.raises(ValueError, match="rows must be \\[N, E\\]"):
+        context.span_basis(torch.zeros(2, 3, 4))
     with pytest.raises(ValueError, match="in_dim must be at least 1"):
         context.seeded_projections(0, 2)
     with pytest.raises(TypeError, match="dtype must be a floating"):

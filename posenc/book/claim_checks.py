@@ -405,6 +405,27 @@ def _check_additive_pollutes() -> Finding:
     )
 
 
+def _check_norm_carries_meaning() -> Finding:
+    gen = _gen(4)
+    q = torch.randn(64, generator=gen, dtype=torch.float64)  # [D]
+    keys = torch.randn(1000, 64, generator=gen, dtype=torch.float64)  # [K, D]
+    keys = 2 * keys / keys.norm(dim=-1, keepdim=True)  # every key of length 2
+    cos = (keys @ q) / (2 * q.norm())  # [K]: each score over its bound |q| |k|
+    told_apart = (cos.max() - cos.min()).item() > 0.5  # one length, very different scores
+    turned = apply_rope(q.expand(32, -1), list(range(32)))  # [T, D]: q at positions 0..31
+    kept = torch.allclose(turned.norm(dim=-1), q.norm().expand(32))
+    cos_turned = (turned @ q) / q.norm() ** 2  # [T]
+    # the claim: the length holds the meaning, so rotation keeps it; a length is one number,
+    # and keys of one length are told apart by direction, which is what RoPE turns
+    return Finding(
+        _verdict(not (told_apart and kept)),
+        f"1000 keys of one length against one query: scores from {cos.min():.2f} to "
+        f"{cos.max():.2f} times |q||k|; RoPE keeps the length: {_yes(kept)}, and turns the "
+        f"direction: the query's cosine with itself at position 0 falls to "
+        f"{cos_turned.min():.2f} within 31 positions",
+    )
+
+
 def _rope_grid(q: torch.Tensor, k: torch.Tensor, positions: list[int]) -> torch.Tensor:
     n = len(positions)
     return apply_rope(q.expand(n, -1), positions) @ apply_rope(k.expand(n, -1), positions).T

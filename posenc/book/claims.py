@@ -370,6 +370,22 @@ CLAIMS: tuple[Claim, ...] = (
         cc._check_additive_pollutes,
     ),
     Claim(
+        "norm-carries-meaning",
+        _HF,
+        "a token's norm holds its meaning",
+        "Rotating a token's vector has no effect on its norm, and the norm is what holds "
+        "the token's meaning.",
+        WRONG,
+        "Rotation does keep the norm, but a norm is one number: keys of one length score "
+        "anywhere between $-\\lVert q \\rVert \\lVert k \\rVert$ and "
+        "$+\\lVert q \\rVert \\lVert k \\rVert$ against one query, so words are told apart "
+        "by direction, and direction is what RoPE turns. What keeping the norm buys is a "
+        "score whose size position cannot change.",
+        8,
+        "change-the-angle-keep-the-length",
+        cc._check_norm_carries_meaning,
+    ),
+    Claim(
         "key-rotation-typo",
         _BLOG,
         "the key is rotated by R(m)",

@@ -53,6 +53,7 @@ __all__ = [
     "scaled_sinusoidal",
     "score_terms",
     "seeded_projections",
+    "span_basis",
     "term_rms",
     "terms_figure",
 ]
@@ -290,6 +291,54 @@ def scaled_sinusoidal(positions, like: torch.Tensor, base: float = 10000.0) -> t
     scale = like.double().norm(dim=-1).mean() / math.sqrt(e / 2)
     table = sinusoidal_encoding(int(p.max()) + 1, e, base).double()  # [max + 1, E], CPU
     return (table[p].to(like.device) * scale).to(like.dtype)
+
+
+def span_basis(rows: torch.Tensor, energy: float = 1.0) -> torch.Tensor:
+    """An orthonormal basis of the fewest directions that hold ``energy`` of ``rows``.
+
+    The directions are the rows' principal axes (eigenvectors of ``rows^T rows``), taken in
+    order of decreasing singular value until their share of the summed squared norm reaches
+    ``energy``. With ``energy=1`` it spans the rows, leaving out directions whose singular
+    value is below ``1e-6`` of the largest (rounding). Computed in float64: from the
+    ``[E, E]`` Gram matrix when there are at least as many rows as features (much faster
+    for long tables), else by a singular value decomposition.
+
+    Args:
+        rows: ``[N, E]``, e.g. ``N`` position vectors.
+        energy: the share of ``sum ||row||^2`` to hold, in ``(0, 1]``.
+
+    Returns:
+        ``[E, k]`` float64 on ``rows``' device, orthonormal columns; ``k <= min(N, E)``.
+
+    Raises:
+        TypeError, ValueError: for bad ``rows`` or ``energy``.
+
+    Example:
+        >>> rows = torch.tensor([[1.0, 0.0, 0.0], [2.0, 0.0, 0.0], [0.0, 0.1, 0.0]])
+        >>> span_basis(rows).shape, span_basis(rows, energy=0.9).shape
+        (torch.Size([3, 2]), torch.Size([3, 1]))
+    """
+    check_tensor("rows", rows, min_dim=2)
+    if rows.dim() != 2:
+        raise ValueError(f"rows must be [N, E], got shape {tuple(rows.shape)}")
+    energy = check_positive_float("energy", energy)
+    if energy > 1:
+        raise ValueError(f"energy must be in (0, 1], got {energy}")
+    r = rows.double()
+    if r.shape[0] >= r.shape[1]:
+        s2, u = torch.linalg.eigh(r.T @ r)  # ascending, [E], [E, E]
+        s2, u = s2.flip(0).clamp(min=0), u.flip(1)
+    else:
+        u, s, _ = torch.linalg.svd(r.T, full_matrices=False)  # [E, N], [N]
+        s2 = s**2
+    if not bool(s2[0] > 0):
+        raise ValueError("rows must hold a nonzero, finite row, got all zeros or non-finite")
+    if energy == 1:
+        k = int((s2 > 1e-12 * s2[0]).sum())
+    else:
+        share = s2.cumsum(0) / s2.sum()  # [min(N, E)] or [E]
+        k = int((share < energy).sum()) + 1
+    return u[:, :k]
 
 
 def seeded_projections(
