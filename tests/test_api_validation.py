@@ -557,13 +557,13 @@ for _name in (
     "check_all",
     "deterministic",
     "extends_to_n_dimensions",
-    "generalises",
+    "encodes_unseen_positions",
     "linear_relation",
     "unique_and_length_independent",
 ):
     base(f"properties.{_name}", scheme=lambda: posenc.properties.absolute_schemes()["binary"])
 base("properties.extends_to_n_dimensions", side=lambda: 4)
-base("properties.generalises", train_length=lambda: 8)
+base("properties.encodes_unseen_positions", train_length=lambda: 8)
 base("properties.linear_relation", num_positions=lambda: 32)
 base("properties.unique_and_length_independent", lengths=lambda: (4, 8))
 base("rope.apply_rope_", x=lambda: _randn(4, 8))
