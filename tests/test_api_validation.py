@@ -367,8 +367,6 @@ base(
 base("relative_views.shift_figure", shifts=lambda: [1, 2])
 base("relative_views.t5_bias_at", positions=lambda: [7, 8, 9])
 base("relative_views.alibi_bias_at", positions=lambda: [4, 5], slopes=lambda: torch.tensor([0.25]))
-base("context.additive_scores", content=lambda: torch.eye(2), position=lambda: torch.zeros(2, 2))
-base("context.additive_scores", w_q=lambda: torch.eye(2), w_k=lambda: torch.eye(2))
 base("context.score_terms", content=lambda: _randn(3, 3), position=lambda: _randn(3, 3, seed=1))
 base("context.score_terms", w_q=lambda: _randn(3, 3, seed=2), w_k=lambda: _randn(3, 3, seed=3))
 base(

@@ -42,7 +42,8 @@ def test_the_four_terms_add_up_to_the_score(t, e, d, heads, seed):
     content, position = draw(seed, 2, t, e)
     w_q, w_k = draw(seed + 1, 2, *lead, e, d)
     terms = context.score_terms(content, position, w_q, w_k)
-    scores = context.additive_scores(content, position, w_q, w_k)
+    x = content + position  # [T, E]
+    scores = (x @ w_q) @ (x @ w_k).mT  # the direct way
     assert scores.shape == (*lead, t, t)
     torch.testing.assert_close(terms.total(), scores)
 
@@ -181,7 +182,7 @@ def test_rope_pair_scores_use_the_rope_matrices():
         assert got[row].item() == pytest.approx(float(q @ k), rel=1e-10)
 
 
-def test_additive_scores_of_one_pair_move_with_the_pair():
+def test_the_score_of_one_pair_moves_with_the_pair():
     """The chapter's claim on a fixed seed: same words, same offset, different scores."""
     dog, cat = draw(11, 2, 32)
     w_q, w_k = draw(12, 2, 32, 8)
@@ -208,7 +209,7 @@ def test_bad_input_raises_clear_errors():
     with pytest.raises(ValueError, match="must both end in \\[T, E\\]"):
         context.score_terms(x, torch.zeros(2, 4), w, w)
     with pytest.raises(ValueError, match="E=4"):
-        context.additive_scores(x, x, torch.zeros(5, 2), torch.zeros(5, 2))
+        context.score_terms(x, x, torch.zeros(5, 2), torch.zeros(5, 2))
     with pytest.raises(ValueError, match="one shape"):
         context.score_terms(x, x, w, torch.zeros(4, 3))
     with pytest.raises(TypeError, match=r"content must be a torch\.Tensor"):

@@ -45,7 +45,6 @@ from posenc.rotation import rotation_matrix
 __all__ = [
     "TERM_NAMES",
     "ScoreTerms",
-    "additive_scores",
     "dot_product_figure",
     "pair_terms",
     "pair_terms_figure",
@@ -110,44 +109,13 @@ def _check_sequence(content: object, position: object) -> None:
 
 
 @same_device
-def additive_scores(
-    content: torch.Tensor, position: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor
-) -> torch.Tensor:
-    """The raw scores ``q_i . k_j`` when position is added to content before the projections.
-
-    ``q = (content + position) W_q``, ``k = (content + position) W_k`` and the result is
-    ``q k^T`` (no ``1/sqrt(D)``, no softmax).
-
-    Args:
-        content: token vectors ``[..., T, E]``.
-        position: position vectors ``[..., T, E]`` (broadcasting with ``content``).
-        w_q, w_k: ``[E, D]``, or ``[H, E, D]`` for ``H`` heads at once (then the scores
-            are ``[H, T, T]``).
-
-    Returns:
-        ``[..., T, T]``: row ``i`` is query ``i``, column ``j`` key ``j``.
-
-    Raises:
-        TypeError: if an input is not a floating tensor.
-        ValueError: if shapes disagree.
-
-    Example:
-        >>> e, p, w = torch.eye(2), torch.zeros(2, 2), torch.eye(2)
-        >>> additive_scores(e, p, w, w)  # no position: plain dot products
-        tensor([[1., 0.],
-                [0., 1.]])
-    """
-    _check_sequence(content, position)
-    _check_projections(w_q, w_k, content.shape[-1])
-    x = content + position  # [..., T, E]
-    return (x @ w_q) @ (x @ w_k).mT
-
-
-@same_device
 def score_terms(
     content: torch.Tensor, position: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor
 ) -> ScoreTerms:
-    """The four terms of :func:`additive_scores`, each computed on its own.
+    """The four terms of the raw score ``q_i . k_j``, each computed on its own.
+
+    With ``x = content + position``, ``q = x W_q`` and ``k = x W_k``, the terms add up to
+    ``q k^T`` (no ``1/sqrt(D)``, no softmax).
 
     Args:
         content: token vectors ``[..., T, E]``.
@@ -158,12 +126,13 @@ def score_terms(
         A :class:`ScoreTerms` of four ``[..., T, T]`` tensors; ``.total()`` is the score.
 
     Raises:
-        TypeError, ValueError: as :func:`additive_scores`.
+        TypeError, ValueError: for non-tensors, shapes that do not match, or projections
+            whose input size is not ``E``.
 
     Example:
         >>> g = torch.Generator().manual_seed(0)
         >>> e, p, wq, wk = (torch.randn(3, 3, generator=g, dtype=torch.float64) for _ in range(4))
-        >>> torch.allclose(score_terms(e, p, wq, wk).total(), additive_scores(e, p, wq, wk))
+        >>> torch.allclose(score_terms(e, p, wq, wk).total(), ((e + p) @ wq) @ ((e + p) @ wk).T)
         True
     """
     _check_sequence(content, position)
