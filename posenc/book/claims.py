@@ -113,7 +113,7 @@ CLAIMS: tuple[Claim, ...] = (
         "attention without a mask, as the source runs it. With the causal mask of a decoder "
         "such as Llama the two differ: the second dog sees more tokens.",
         1,
-        "equal-but-not-bitwise-equal",
+        "the-dog-demonstration",
         cc._check_equal_outputs,
     ),
     Claim(
