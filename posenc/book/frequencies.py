@@ -1138,7 +1138,7 @@ def relative_schemes(max_distance: int = 16, num_buckets: int = 32) -> dict[str,
     Example:
         >>> from posenc import properties
         >>> str(properties.unique_and_length_independent(relative_schemes()["Shaw"]))
-        'no (min distance between positions 0)'
+        'no (min distance between positions / mean norm 0)'
     """
     check_int("max_distance", max_distance, minimum=1)
     check_int("num_buckets", num_buckets, minimum=4)
