@@ -24,11 +24,12 @@ The package has three layers (``posenc/README.md`` draws them):
   :mod:`~posenc.llama` (the Llama 3.2 data), :mod:`~posenc.device`, and ``_validate``;
 - **the fast path**, :mod:`posenc.fast`: the same RoPE built for speed (C loop, Triton,
   cached tables), opt-in, and measured by ``python -m posenc.bench``;
-- **the book**, :mod:`posenc.book`, :mod:`posenc.plots` and :mod:`posenc.bench`: each chapter's views, figures,
-  animations and playgrounds.
+- **the book**, :mod:`posenc.book`, :mod:`posenc.plots`, :mod:`posenc.table` and
+  :mod:`posenc.bench`: each chapter's views, figures, tables, animations and playgrounds.
 
 The core imports neither of the other two; importing ``posenc`` loads the core only, and
-the other layers load when first named (``pe.fast``, ``pe.book``, ``pe.plots``).
+the other layers load when first named (``pe.fast``, ``pe.book``, ``pe.plots``,
+``pe.table``).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ _SUBMODULES = (
     "rope",
     "rotation",
     "scaling",
+    "table",
 )
 
 

@@ -1,15 +1,25 @@
 """The book's plotting style and the figures the chapters share.
 
 Every figure goes through :func:`figure`, which applies one style (fonts, grid, colours)
-without changing matplotlib's global state, so a chapter's figures look alike in Jupyter,
-Colab and the HTML book.
+without changing matplotlib's global state, and through :func:`show`, which displays it at
+the width of the book's text column, drawn at twice that resolution for high-density
+screens. So a chapter's figures look alike in Jupyter, Colab and the HTML book.
+
+The sizes are fixed here, once: figures are :data:`FIGURE_WIDTH` inches wide and shown at
+:data:`CSS_DPI` CSS pixels per inch, which makes them exactly :data:`COLUMN_PX` wide, the
+text column at a 1400 px window. :func:`layout` measures a finished figure against the
+book's rules (text of at least :data:`MIN_TEXT_PX`, panels of at least
+:data:`MIN_PANEL_PX`, at most :data:`MAX_LINES` lines per axes); a test holds every figure
+of the book to them.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import matplotlib as mpl
 import matplotlib.figure
@@ -20,30 +30,75 @@ from posenc._validate import check_bool, check_int, check_real, check_sequence, 
 
 __all__ = [
     "COLORS",
+    "COLUMN_PX",
+    "CSS_DPI",
+    "DIVERGING",
+    "FIGURE_WIDTH",
+    "MAX_LINES",
+    "MIN_PANEL_PX",
+    "MIN_TEXT_PX",
+    "SEQUENTIAL",
     "STYLE",
+    "Layout",
     "animation_html",
     "figure",
+    "layout",
     "overlay_vectors",
     "show",
     "token_heatmap",
 ]
 
+COLUMN_PX = 784
+"""Width of the book's text column in CSS pixels (sphinx-book-theme at a 1400 px window)."""
+
+CSS_DPI = 100
+"""CSS pixels per figure inch: a figure is shown at ``inches * CSS_DPI`` pixels."""
+
+FIGURE_WIDTH = COLUMN_PX / CSS_DPI
+"""Width of every figure in inches: exactly the text column."""
+
+PNG_SCALE = 2
+"""Figures are drawn at this multiple of their CSS size, to stay crisp on dense screens."""
+
+MIN_TEXT_PX = 10
+"""Smallest text a figure may show, in CSS pixels at column width."""
+
+MIN_PANEL_PX = 300
+"""Narrowest panel (axes) a figure may have, in CSS pixels at column width."""
+
+MAX_LINES = 6
+"""Most lines one axes may draw; more series are faceted or labelled directly."""
+
 COLORS = {
     "ink": "#1f2430",
-    "blue": "#3b75af",
-    "green": "#699c52",
-    "orange": "#e08a2e",
-    "red": "#c0392b",
+    "blue": "#0072b2",
+    "orange": "#e69f00",
+    "green": "#009e73",
+    "red": "#d55e00",
+    "purple": "#cc79a7",
+    "sky": "#56b4e9",
     "grey": "#9aa0a6",
 }
-"""Named colours of the book; ``green`` marks the token under discussion, as in the source post."""
+"""Named colours of the book, from the Okabe-Ito palette (safe for colour-blind readers);
+``green`` marks the token under discussion, as in the source post."""
+
+SEQUENTIAL = "viridis"
+"""The colour map for values of one sign (sizes, distances, weights)."""
+
+DIVERGING = "RdBu_r"
+"""The colour map for signed values, centred on zero."""
 
 STYLE = {
-    "figure.dpi": 100,
-    "savefig.dpi": 100,
+    "figure.dpi": CSS_DPI,
+    "savefig.dpi": CSS_DPI * PNG_SCALE,
     "font.size": 10,
-    "axes.titlesize": 11,
+    "axes.titlesize": 10.5,
     "axes.titleweight": "bold",
+    "axes.labelsize": 10,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "legend.fontsize": 9,
+    "figure.titlesize": 11,
     "axes.edgecolor": COLORS["grey"],
     "axes.labelcolor": COLORS["ink"],
     "axes.spines.top": False,
@@ -54,44 +109,144 @@ STYLE = {
     "xtick.color": COLORS["ink"],
     "ytick.color": COLORS["ink"],
     "axes.prop_cycle": mpl.cycler(
-        color=[COLORS[c] for c in ("blue", "orange", "green", "red", "ink")]
+        color=[COLORS[c] for c in ("blue", "orange", "green", "red", "purple", "sky")]
     ),
-    "image.cmap": "viridis",
+    "image.cmap": SEQUENTIAL,
     "legend.frameon": False,
 }
 """The rcParams every figure of the book is drawn with."""
 
 
-def figure(nrows: int = 1, ncols: int = 1, *, width: float = 7.0, height: float = 3.2, **kwargs):
-    """A new figure and axes in the book's style.
+def figure(nrows: int = 1, ncols: int = 1, *, height: float = 3.2, **kwargs):
+    """A new figure and axes in the book's style, as wide as the text column.
+
+    At most two panels fit side by side (each :data:`MIN_PANEL_PX` wide or more); stack
+    more panels in rows.
 
     Args:
         nrows, ncols: grid of axes, as ``plt.subplots``.
-        width, height: size in inches.
+        height: height in inches (the width is always :data:`FIGURE_WIDTH`).
         **kwargs: passed to ``plt.subplots``.
 
     Returns:
         ``(fig, ax)`` as ``plt.subplots`` returns them.
 
     Raises:
-        TypeError: if ``nrows`` or ``ncols`` is not an int, or ``width`` or ``height`` is not
-            a real number.
-        ValueError: if a size or grid dimension is not positive, or a size is not finite.
+        TypeError: if ``nrows`` or ``ncols`` is not an int, or ``height`` is not a real
+            number.
+        ValueError: if a grid dimension or the height is not positive or finite, or more
+            columns are asked for than fit the column.
 
     Example:
         >>> fig, ax = figure()
         >>> fig.get_size_inches().tolist()
-        [7.0, 3.2]
+        [7.84, 3.2]
         >>> plt.close(fig)
     """
     check_int("nrows", nrows, minimum=1)
     check_int("ncols", ncols, minimum=1)
-    check_real("width", width, positive=True)
     check_real("height", height, positive=True)
+    if ncols > COLUMN_PX // MIN_PANEL_PX:
+        raise ValueError(
+            f"ncols must be at most {COLUMN_PX // MIN_PANEL_PX} (panels of {MIN_PANEL_PX} px "
+            f"or more in a {COLUMN_PX} px column), got {ncols}: stack the panels in rows"
+        )
     with mpl.rc_context(STYLE):
-        fig, ax = plt.subplots(nrows, ncols, figsize=(width, height), **kwargs)
+        fig, ax = plt.subplots(nrows, ncols, figsize=(FIGURE_WIDTH, height), **kwargs)
         fig.set_layout_engine("constrained")
     return fig, ax
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A figure measured as the book shows it, at column width.
+
+    Attributes:
+        width_px: the figure's displayed width in CSS pixels.
+        smallest_text_px: the smallest visible text, in CSS pixels (``inf`` if none).
+        smallest_text: that text.
+        narrowest_panel_px: the narrowest axes that is not a colour bar, in CSS pixels.
+        most_lines: the most lines drawn in one axes.
+    """
+
+    width_px: float
+    smallest_text_px: float
+    smallest_text: str
+    narrowest_panel_px: float
+    most_lines: int
+
+    def problems(self) -> list[str]:
+        """What breaks the book's rules, one sentence each (empty when nothing does)."""
+        found = []
+        if self.width_px > COLUMN_PX + 0.5:
+            found.append(f"{self.width_px:.0f} px wide, wider than the {COLUMN_PX} px column")
+        if self.smallest_text_px < MIN_TEXT_PX - 1e-6:
+            found.append(
+                f"text {self.smallest_text!r} is {self.smallest_text_px:.1f} px, "
+                f"under {MIN_TEXT_PX} px"
+            )
+        if self.narrowest_panel_px < MIN_PANEL_PX:
+            found.append(
+                f"a panel is {self.narrowest_panel_px:.0f} px wide, under {MIN_PANEL_PX} px"
+            )
+        if self.most_lines > MAX_LINES:
+            found.append(f"an axes draws {self.most_lines} lines, more than {MAX_LINES}")
+        return found
+
+
+def layout(fig) -> Layout:
+    """Measure a figure as the book displays it (see :class:`Layout`).
+
+    A figure wider than the column would be scaled down to fit, and its text with it.
+
+    Args:
+        fig: a matplotlib figure.
+
+    Returns:
+        The :class:`Layout`.
+
+    Raises:
+        TypeError: if ``fig`` is not a matplotlib figure.
+
+    Example:
+        >>> fig, ax = figure()
+        >>> _ = ax.plot([0, 1])
+        >>> layout(fig).problems()
+        []
+        >>> plt.close(fig)
+    """
+    if not isinstance(fig, mpl.figure.Figure):
+        raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+    fig.canvas.draw()
+    width_px = fig.get_figwidth() * CSS_DPI
+    shrink = min(1.0, COLUMN_PX / width_px)
+    px_per_pt = CSS_DPI / 72 * shrink
+    smallest, smallest_text = float("inf"), ""
+    for text in fig.findobj(mpl.text.Text):
+        if text.get_visible() and text.get_text().strip() and _drawn(text):
+            size = text.get_fontsize() * px_per_pt
+            if size < smallest:
+                smallest, smallest_text = size, text.get_text()
+    renderer = fig.canvas.get_renderer()
+    panels = [
+        ax.get_window_extent(renderer).width / fig.dpi * CSS_DPI * shrink
+        for ax in fig.axes
+        if ax.get_visible() and ax.get_label() != "<colorbar>" and ax.axison
+    ]
+    lines = [sum(1 for ln in ax.get_lines() if ln.get_visible()) for ax in fig.axes]
+    return Layout(
+        width_px=width_px * shrink if width_px <= COLUMN_PX else width_px,
+        smallest_text_px=smallest,
+        smallest_text=smallest_text,
+        narrowest_panel_px=min(panels, default=float("inf")),
+        most_lines=max(lines, default=0),
+    )
+
+
+def _drawn(text) -> bool:
+    """Whether a text artist is inside its figure (tick labels outside the view are not)."""
+    box = text.get_window_extent()
+    return box.width > 0 and box.height > 0
 
 
 def _as_cpu(name: str, x: object, ndim: int) -> torch.Tensor:
@@ -156,7 +311,7 @@ def token_heatmap(
         m = m.clamp_min(floor)
         norm = mpl.colors.LogNorm(vmin=floor.item(), vmax=m.max().item())
     if ax is None:
-        _, ax = figure(width=4.2, height=3.6)
+        _, ax = figure(height=3.6)
     with mpl.rc_context(STYLE):
         image = ax.imshow(m.numpy(), norm=norm)
         ax.set_xticks(range(len(labels)), [repr(s) for s in labels], rotation=45, ha="right")
@@ -212,10 +367,11 @@ def overlay_vectors(
 
 
 def show(fig) -> None:
-    """Display a finished figure once and release it.
+    """Display a finished figure once, at column width, and release it.
 
-    In a notebook the figure is displayed as an image and closed, so it is neither shown
-    twice nor kept in memory; elsewhere ``plt.show()`` is called.
+    In a notebook the figure is displayed as a PNG drawn at :data:`PNG_SCALE` times its
+    CSS size and shown :data:`COLUMN_PX` wide, then closed, so it is neither shown twice
+    nor kept in memory; elsewhere ``plt.show()`` is called.
 
     Args:
         fig: a matplotlib figure.
@@ -227,12 +383,14 @@ def show(fig) -> None:
         raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
     try:
         from IPython import get_ipython
-        from IPython.display import display
+        from IPython.display import Image, display
     except ImportError:
         get_ipython = None
     if get_ipython is not None and get_ipython() is not None:
-        display(fig)
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=CSS_DPI * PNG_SCALE, metadata={"Software": None})
         plt.close(fig)
+        display(Image(data=buffer.getvalue(), width=round(fig.get_figwidth() * CSS_DPI)))
     else:
         plt.show()
 

@@ -99,6 +99,7 @@ RECORDS = {
     "claims.ClaimReport",
     "claim_checks.Finding",
     "summary.Station",
+    "plots.Layout",
 }
 WALKED_RECORDS = {"precision.Recipe"}
 
@@ -397,6 +398,12 @@ base(
 )
 base("context.scaled_sinusoidal", positions=lambda: [0, 7])
 base("context.span_basis", rows=lambda: _randn(3, 4))
+base(
+    "table.Table",
+    columns=lambda: ["offset", "score"],
+    rows=lambda: [[1, "0.5"], [2, "0.25"]],
+    caption=lambda: "Two scores.",
+)
 base("encodings.length_normalized_encoding", positions=lambda: [1], dim=lambda: 2, length=lambda: 4)
 base("encodings.LearnedPositionalEmbedding", max_positions=lambda: 4)
 base("encodings.LearnedPositionalEmbedding.forward", positions=lambda: [0, 3])
@@ -789,6 +796,7 @@ INSTANCES: dict[str, Callable[[], object]] = {
     "precision.Recipe": lambda: posenc.precision.RECIPES["fp32 angles"],
     "properties.Verdict": lambda: posenc.properties.Verdict(True, 0.0, "max error"),
     "rope_nd_views.OffsetCheck": lambda: posenc.book.rope_nd_views.OffsetCheck(4, 3, 0.0, 0.0),
+    "plots.Layout": lambda: posenc.plots.Layout(784.0, 12.0, "x", 400.0, 2),
 }
 
 

@@ -1,8 +1,8 @@
 """The package's layers, read from its source (posenc/README.md draws them).
 
-- the core (``posenc/*.py`` but ``plots`` and ``bench``) imports only the core;
+- the core (``posenc/*.py`` but ``plots``, ``table`` and ``bench``) imports only the core;
 - ``posenc.fast`` and ``posenc.bench`` import the core and the fast path;
-- ``posenc.book`` and ``posenc.plots`` import anything below them;
+- ``posenc.book``, ``posenc.plots`` and ``posenc.table`` import anything below them;
 - the import graph has no cycle, counting imports inside functions too;
 - importing the core loads no plotting, widget, symbolic or model library.
 """
@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "posenc"
 
-NOT_CORE = ("posenc.fast", "posenc.book", "posenc.plots", "posenc.bench")
+NOT_CORE = ("posenc.fast", "posenc.book", "posenc.plots", "posenc.table", "posenc.bench")
 HEAVY = ("matplotlib", "ipywidgets", "IPython", "sympy", "transformers", "triton")
 
 

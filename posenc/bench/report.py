@@ -171,7 +171,7 @@ def figure(result: dict, *, dtype: str = "float32", dim: int | None = None, layo
     names = list(dict.fromkeys(r["implementation"] for r in rows))
     palette = plt.get_cmap("tab20" if len(names) > 10 else "tab10")
     colour = {name: palette(i) for i, name in enumerate(names)}
-    fig, (ax_t, ax_r) = plots.figure(1, 2, width=10.0, height=4.0)
+    fig, (ax_t, ax_r) = plots.figure(1, 2, height=4.0)
     lengths = sorted({r["length"] for r in rows})
     for name in names:
         pts = sorted((r["length"], r["ms"]) for r in rows if r["implementation"] == name)
@@ -222,7 +222,7 @@ def sweep_figure(sweep: dict):
         3
         >>> import matplotlib.pyplot as plt; plt.close(fig)
     """
-    fig, ax = plots.figure(width=6.0, height=3.6)
+    fig, ax = plots.figure(height=3.6)
     dims = sweep["dims"]
     for name, ms in sweep["ms"].items():
         ax.plot(dims, ms, marker="o", label=name)

@@ -90,7 +90,7 @@ def integer_encoding_animation(
         )
     e_norm = float(e.norm())
     shown = e[:num_features]  # [F]
-    fig, (ax_t, ax_b) = plots.figure(1, 2, width=7.2, height=3.0, width_ratios=[1.1, 1])
+    fig, (ax_t, ax_b) = plots.figure(1, 2, height=3.0, width_ratios=[1.1, 1])
     fig.set_dpi(DPI)
     with mpl.rc_context(plots.STYLE):
         table = _Table(
@@ -170,7 +170,7 @@ def binary_encoding_animation(
     total = shown + bits
     rows = torch.arange(num_bits)
     quotients = [f"{position >> j} mod 2" for j in range(num_bits)]  # floor(position / 2^j)
-    fig, (ax_t, ax_b) = plots.figure(1, 2, width=7.2, height=3.0, width_ratios=[1.3, 1])
+    fig, (ax_t, ax_b) = plots.figure(1, 2, height=3.0, width_ratios=[1.3, 1])
     fig.set_dpi(DPI)
     with mpl.rc_context(plots.STYLE):
         table = _Table(
@@ -243,7 +243,7 @@ def binary_plot_animation(num_bits: int = 5, num_positions: int = 32) -> FuncAni
             f"got num_positions={num_positions}"
         )
     codes = binary_encoding(list(range(num_positions)), num_bits)  # [T, n]
-    fig, (ax_h, ax_b) = plots.figure(1, 2, width=7.2, height=2.7, width_ratios=[2.2, 1])
+    fig, (ax_h, ax_b) = plots.figure(1, 2, height=2.7, width_ratios=[2.2, 1])
     fig.set_dpi(DPI)
     cmap = mpl.colormaps["Blues"].with_extremes(bad="#f4f5f7")
     with mpl.rc_context(plots.STYLE):
@@ -350,7 +350,7 @@ def binary_path_figure(
         raise TypeError(f"compare must be a torch.Tensor or None, got {type(compare).__name__}")
     points = binary_encoding(list(range(2**path_bits)), path_bits)  # [8, 3]
     steps = step_lengths(binary_encoding(list(range(2**step_bits)), step_bits))  # [T-1]
-    fig, axes = plots.figure(1, 2, width=9.0, height=3.8)
+    fig, axes = plots.figure(1, 2, height=3.8)
     axes[0].remove()
     with mpl.rc_context(plots.STYLE):
         ax3 = fig.add_subplot(1, 2, 1, projection="3d")

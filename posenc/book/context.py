@@ -451,7 +451,7 @@ def terms_figure(terms: ScoreTerms, labels: Sequence[str]):
     if len(labels) != mats[0].shape[0]:
         raise ValueError(f"labels must have T={mats[0].shape[0]} entries, got {len(labels)}")
     limit = max(float(m.abs().max()) for m in mats) or 1.0
-    fig, axes = plots.figure(1, 5, width=13.0, height=3.3)
+    fig, axes = plots.figure(1, 5, height=3.3)
     titles = [*TERM_NAMES, "sum: the score"]
     with mpl.rc_context(plots.STYLE):
         for ax, m, title in zip(axes, mats, titles, strict=True):
@@ -496,7 +496,7 @@ def pair_terms_figure(
         raise ValueError(f"terms must each be [M] with M={m} starts")
     if rope_scores is not None and tuple(rope_scores.shape) != (m,):
         raise ValueError(f"rope_scores must be [M] with M={m}, got {tuple(rope_scores.shape)}")
-    fig, ax = plots.figure(width=7.5, height=3.4)
+    fig, ax = plots.figure(height=3.4)
     xs = list(starts)
     with mpl.rc_context(plots.STYLE):
         for name, t in terms.named().items():
@@ -560,7 +560,7 @@ def dot_product_figure(a=(1.0, 0.4), b=(0.3, 1.1), angle: float = 60.0):
         raise TypeError(f"angle must be a finite number of degrees, got {angle!r}")
     r = rotation_matrix(torch.tensor(math.radians(angle), dtype=torch.float64))
     rb, ra = r @ vb, r @ va
-    fig, (ax_p, ax_c) = plots.figure(1, 2, width=9.0, height=3.8, width_ratios=[1, 1.3])
+    fig, (ax_p, ax_c) = plots.figure(1, 2, height=3.8, width_ratios=[1, 1.3])
     colors = plots.COLORS
     with mpl.rc_context(plots.STYLE):
         reach = 1.15 * float(max(va.norm(), vb.norm()))

@@ -217,7 +217,7 @@ def pair_cosines_figure(
     for i in check_int_sequence("pairs", pairs, minimum=0):
         if i >= dim // 2:
             raise ValueError(f"pairs must be below D/2 = {dim // 2}, got pair {i}")
-    fig, ax = plots.figure(width=7.5, height=3.4)
+    fig, ax = plots.figure(height=3.4)
     for i in pairs:
         # each curve stops after three turns: past that it only repeats
         end = min(float(max_distance), 3 * TWO_PI / f[i].item())
@@ -545,7 +545,7 @@ def decay_figure(
     """
     m = _check_decay_inputs(distances, bound, aligned, random_scores, random_bound, cauchy_schwarz)
     d = distances.double().cpu().numpy()
-    fig, (left, right) = plots.figure(1, 2, width=9.5, height=3.6)
+    fig, (left, right) = plots.figure(1, 2, height=3.6)
     left.plot(d, (bound / bound[0]).cpu().numpy(), label="RoFormer's relative bound")
     left.plot(d, (aligned / aligned[0]).cpu().numpy(), label="mean score, k = q")
     left.axhline(0, color=plots.COLORS["grey"], lw=0.8)
@@ -723,7 +723,7 @@ def unseen_angles_figure(
     f = rope_inv_freq(dim, base)
     pi_f = position_interpolation_inv_freq(f, float(factor))
     pair = torch.arange(dim // 2).numpy()
-    fig, ax = plots.figure(width=7.0, height=3.4)
+    fig, ax = plots.figure(height=3.4)
     longer = factor * (train_length - 1)
     ax.plot(
         pair, ((train_length - 1) * f).numpy(), lw=2.5, label=f"training, m = {train_length - 1}"
@@ -871,7 +871,7 @@ def scaling_figure(freqs: dict[str, torch.Tensor], train_length: int, factor: fl
     factor = check_positive_float("factor", factor)
     original = next(iter(f.values()))
     pair = torch.arange(original.numel()).numpy()
-    fig, (left, right) = plots.figure(1, 2, width=9.5, height=3.8)
+    fig, (left, right) = plots.figure(1, 2, height=3.8)
     styles = ["-", "--", "-.", "-", ":"]
     for j, (name, g) in enumerate(f.items()):
         style = styles[j % len(styles)]
@@ -1053,7 +1053,7 @@ def rotating_periods_figure(dim: int = 64, fraction: float = 0.25, base: float =
         if int(dim * fraction) >= 2
         else torch.zeros(0, dtype=torch.float64),
     }
-    fig, ax = plots.figure(width=7.0, height=2.6)
+    fig, ax = plots.figure(height=2.6)
     colors = [plots.COLORS[c] for c in ("ink", "blue", "orange")]
     for j, g in enumerate(rows.values()):
         g = g[g > 0]

@@ -304,7 +304,7 @@ def layout_figure(dim: int = 8, position: int = 1, *, base: float = 10.0):
         raise ValueError(f"dim must be at most 32 for a readable figure, got dim={dim}")
     check_int("position", position)
     base = check_positive_float("base", base)
-    fig, axes = plots.figure(1, 2, width=8.0, height=3.9)
+    fig, axes = plots.figure(1, 2, height=3.9)
     titles = {
         "interleaved": "interleaved: pairs (2i, 2i+1)",
         "half": "half: pairs (i, i + D/2)",
@@ -727,7 +727,7 @@ def frequency_figure(
         low_freq_factor, high_freq_factor, original_max_positions
     )
     if ax is None:
-        fig, ax = plots.figure(width=7.5, height=4.0)
+        fig, ax = plots.figure(height=4.0)
     else:
         fig = ax.figure
     _shade_bands(ax, bands)

@@ -145,7 +145,7 @@ def position_rounding_figure(
     check_int("window", window, minimum=2)
     check_int("window_start", window_start, minimum=0)
     dtypes = _check_dtypes(dtypes)
-    fig, (left, right) = plots.figure(1, 2, width=9.0, height=3.4)
+    fig, (left, right) = plots.figure(1, 2, height=3.4)
     p = torch.arange(1, max_position + 1)
     close = torch.arange(window_start, window_start + window)
     right.plot(close, close, color=plots.COLORS["grey"], lw=1.0, label="exact")
@@ -338,7 +338,7 @@ def angle_error_figure(curves: dict[str, torch.Tensor], *, bins: int = 80):
     """
     curves = _check_curves(curves)
     check_int("bins", bins, minimum=2)
-    fig, ax = plots.figure(width=7.5, height=3.8)
+    fig, ax = plots.figure(height=3.8)
     colors = _colors(list(curves))
     for name, err in curves.items():
         p = torch.arange(1, err.numel())
@@ -541,7 +541,7 @@ def offset_scores_figure(
     starts = torch.unique(
         torch.logspace(0, math.log10(max_position), samples, dtype=F64).round().long()
     )
-    fig, ax = plots.figure(width=7.5, height=3.6)
+    fig, ax = plots.figure(height=3.6)
     exact = offset_scores(q, k, [0], offset, inv_freq)[0].item()
     colors = _colors(names)
     for name in names:

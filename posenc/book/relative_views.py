@@ -498,7 +498,7 @@ def t5_figure(
         offset_matrix(positions), num_buckets=table.shape[0], max_distance=max_distance
     )
     bias = t5_bias_at(positions, table, max_distance=max_distance)[head]
-    fig, (ax_b, ax_v) = plots.figure(1, 2, width=9.0, height=3.8)
+    fig, (ax_b, ax_v) = plots.figure(1, 2, height=3.8)
     _matrix_panel(ax_b, buckets, "bucket of j - i", "bucket", "viridis")
     _matrix_panel(ax_v, bias, f"bias of head {head + 1} (its table column)", "bias", "coolwarm")
     return fig
@@ -531,7 +531,7 @@ def alibi_figure(num_positions: int = 24, num_heads: int = 8, *, heads=(0, 3, 7)
         if h >= num_heads:
             raise ValueError(f"heads entries must be below H={num_heads}, got {h}")
     bias = alibi_bias_at(list(range(num_positions)), slopes)  # [H, T, T]
-    fig, axes = plots.figure(1, len(heads) + 1, width=3.0 * (len(heads) + 1), height=3.2)
+    fig, axes = plots.figure(1, len(heads) + 1, height=3.2)
     low = float(bias[heads].masked_fill(bias[heads].isinf(), 0).min())
     with mpl.rc_context(plots.STYLE):
         for ax, h in zip(axes[:-1], heads, strict=True):
@@ -884,7 +884,7 @@ def shift_figure(changes: dict[str, list[float]], shifts: Sequence[int]):
             raise ValueError(
                 f"changes[{name!r}] has {len(values)} entries for {len(shifts)} shifts"
             )
-    fig, ax = plots.figure(width=7.0, height=3.2)
+    fig, ax = plots.figure(height=3.2)
     with mpl.rc_context(plots.STYLE):
         colors = mpl.colormaps["tab10"].colors
         markers = ["o", "s", "^", "v", "D", "P", "X", "*"]

@@ -467,7 +467,7 @@ def frequency_allocation_figure(
         ("axial RoPE: a full ladder per axis", axis_frequencies(dim, base, axes=len(sections))),
         ("M-RoPE: one ladder cut into sections", axis_frequencies(dim, base, sections=sections)),
     ]
-    fig, axs = plots.figure(1, 2, width=9.0, height=3.2, sharey=True)
+    fig, axs = plots.figure(1, 2, height=3.2, sharey=True)
     colors = [plots.COLORS[c] for c in ("blue", "orange", "green", "red", "ink")]
     for ax, (title, (axis, freq)) in zip(axs, panels, strict=True):
         pair = torch.arange(freq.numel())
@@ -559,7 +559,7 @@ def score_maps_figure(
         "axial": lambda x, p: apply_rope_nd(x, p, base=base),
         "mis-paired": lambda x, p: mispaired_rope_2d(x, p, base=base),
     }
-    fig, axs = plots.figure(2, 3, width=9.0, height=5.6)
+    fig, axs = plots.figure(2, 3, height=5.6)
     for row, (name, rotate) in enumerate(rotations.items()):
         scores = pairwise_scores(q, k, cells, rotate).reshape(side, side, side, side)
         maps = [scores[cx, cy] for cx, cy in query_cells]  # [side, side] each, [x, y]

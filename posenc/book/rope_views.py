@@ -309,7 +309,7 @@ def score_grid_figure(scores: torch.Tensor, positions, *, ax=None, title: str = 
         )
     s = scores.detach().double().cpu()
     if ax is None:
-        _, ax = plots.figure(width=4.2, height=3.6)
+        _, ax = plots.figure(height=3.6)
     limit = max(s.abs().max().item(), 1e-12)
     lo, hi = p[0].item(), p[-1].item()
     with mpl.rc_context(plots.STYLE):
@@ -492,7 +492,7 @@ def offset_sweep_figure(starts, scores: dict, *, offset: int, ax=None, title: st
         _check_vector(f"scores[{label!r}]", curve, s.numel())
         curves[label] = curve.detach().double().cpu()
     if ax is None:
-        _, ax = plots.figure(width=7.0, height=3.0)
+        _, ax = plots.figure(height=3.0)
     with mpl.rc_context(plots.STYLE):
         for i, (label, curve) in enumerate(curves.items()):
             ax.plot(s.numpy(), curve.numpy(), ["-o", "-s", "-^", "-v"][i % 4], ms=3, label=label)
@@ -638,7 +638,7 @@ def distance_figure(distances: dict, labels: Sequence[str]):
         raise ValueError("distances need at least one positive off-diagonal entry")
     norm = mpl.colors.LogNorm(vmin=positive.min().item(), vmax=positive.max().item())
     count = len(mats)
-    fig, axes = plots.figure(1, count, width=3.9 * count + 0.8, height=3.8)
+    fig, axes = plots.figure(1, count, height=3.8)
     axes = [axes] if count == 1 else list(axes)
     with mpl.rc_context(plots.STYLE):
         for ax, (title, d) in zip(axes, mats.items(), strict=True):
@@ -789,9 +789,7 @@ def playground_figure(
         >>> import matplotlib.pyplot as plt; plt.close(fig)
     """
     s = playground_state(m, n, pair, dim=dim, base=base, seed=seed)
-    fig, (ax, ax_text) = plots.figure(
-        1, 2, width=7.4, height=3.6, gridspec_kw={"width_ratios": [1.0, 1.15]}
-    )
+    fig, (ax, ax_text) = plots.figure(1, 2, height=3.6, gridspec_kw={"width_ratios": [1.0, 1.15]})
     blue, orange, grey = plots.COLORS["blue"], plots.COLORS["orange"], plots.COLORS["grey"]
     radius = max(s["q_pair"].norm().item(), s["k_pair"].norm().item())
     reach = 1.2 * radius
@@ -1037,7 +1035,7 @@ def rotation_animation(
     if dpi > 80:
         raise ValueError(f"dpi must be at most 80, got dpi={dpi}")
     count = points.shape[1]
-    fig, axes = plots.figure(1, count, width=2.6 * count, height=2.9)
+    fig, axes = plots.figure(1, count, height=2.9)
     fig.set_dpi(dpi)
     axes = [axes] if count == 1 else list(axes)
     radius = points[0, 0].norm().item()

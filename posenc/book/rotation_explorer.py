@@ -122,7 +122,7 @@ def _update(artists: dict, angle: float, vector: tuple[float, float]) -> list:
 
 def _new_figure():
     fig, (ax_plane, ax_text) = plots.figure(
-        1, 2, width=6.4, height=3.5, gridspec_kw={"width_ratios": [1.0, 0.95]}
+        1, 2, height=3.5, gridspec_kw={"width_ratios": [1.0, 0.95]}
     )
     return fig, ax_plane, ax_text
 

@@ -466,7 +466,7 @@ def encoding_heatmap(
     else:
         limit = check_positive_float("limit", limit)
     if ax is None:
-        _, ax = plots.figure(width=6.0, height=3.6)
+        _, ax = plots.figure(height=3.6)
     with mpl.rc_context(plots.STYLE):
         image = ax.imshow(
             e.numpy(),
@@ -550,7 +550,7 @@ def playground(num_positions: int = 100, dim: int = 128, base: float = 10000.0):
     import ipywidgets as widgets
 
     def draw(num_positions: int, dim: int, base: float) -> None:
-        fig, ax = plots.figure(width=6.5, height=3.8)
+        fig, ax = plots.figure(height=3.8)
         sinusoidal_heatmap(num_positions, dim, base, ax=ax)
         plots.show(fig)
 
@@ -628,7 +628,7 @@ def stepped_animation(num_frames: int = 32, dim: int = 16, base: float = 10000.0
 
     bits = binary_encoding(torch.arange(num_frames), dim)  # [T, D]
     sines = sinusoidal_encoding(num_frames, dim, base)  # [T, D]
-    fig, (ax_b, ax_s) = plots.figure(1, 2, width=7.5, height=2.6, dpi=dpi)
+    fig, (ax_b, ax_s) = plots.figure(1, 2, height=2.6, dpi=dpi)
     features = range(dim)
     sin_cos = [plots.COLORS["blue"], plots.COLORS["orange"]] * (dim // 2)
     with mpl.rc_context(plots.STYLE):
@@ -684,7 +684,7 @@ def step_figure(num_positions: int = 64, dim: int = 16, base: float = 10000.0):
     check_even_dim("dim", dim)
     binary = step_norms(binary_encoding(torch.arange(num_positions), dim))
     smooth = step_norms(sinusoidal_encoding(num_positions, dim, base))
-    fig, ax = plots.figure(width=7.0, height=2.8)
+    fig, ax = plots.figure(height=2.8)
     with mpl.rc_context(plots.STYLE):
         ax.step(range(num_positions - 1), binary.numpy(), where="mid", label="binary")
         ax.plot(range(num_positions - 1), smooth.numpy(), lw=2, label="sinusoidal")
@@ -726,7 +726,7 @@ def dot_product_figure(
     starts = check_int_sequence("starts", starts, minimum=0)
     pe = sinusoidal_encoding(max(starts) + max_offset + 1, dim, base).double()
     k = torch.arange(max_offset + 1)
-    fig, ax = plots.figure(width=7.0, height=3.0)
+    fig, ax = plots.figure(height=3.0)
     styles = ["-", "--", ":", "-."]
     with mpl.rc_context(plots.STYLE):
         for n, p in enumerate(starts):

@@ -279,7 +279,7 @@ def road_map_figure(
     check_int("per_row", per_row, minimum=1)
     road = _check_road(results, road)
     rows, step = math.ceil(len(road) / per_row), 1.3  # rows, vertical distance between them
-    fig, ax = plots.figure(width=10.0, height=1.75 * rows + 0.5)
+    fig, ax = plots.figure(height=1.75 * rows + 0.5)
     ax.set_axis_off()
     ax.grid(False)
     ax.set_xlim(-0.6, per_row - 0.4)

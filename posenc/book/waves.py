@@ -371,7 +371,7 @@ def explorer_figure(
     t = torch.linspace(0.0, t_max, 801, dtype=torch.float64)  # [T]
     y_sin = wave(t, amplitude, frequency, phase)
     y_cos = wave(t, amplitude, frequency, phase + math.pi / 2)  # cos x = sin(x + pi/2)
-    fig, ax = plots.figure(width=7.0, height=3.0)
+    fig, ax = plots.figure(height=3.0)
     ax.plot(t, torch.sin(t), "--", color=plots.COLORS["grey"], lw=1.2, label="sin t (reference)")
     ax.plot(t, y_sin, color=plots.COLORS["blue"], lw=2.0, label="A sin(f t + φ)")
     ax.plot(t, y_cos, color=plots.COLORS["orange"], lw=2.0, label="A cos(f t + φ)")
@@ -475,9 +475,7 @@ def ambiguity_figure(angle: float = math.pi / 6):
         raise ValueError(f"angle must be in [0, 2 pi), got angle={angle}")
     b = float(sine_partner(torch.tensor(a, dtype=torch.float64)))
     t = torch.linspace(0.0, TWO_PI, 401, dtype=torch.float64)  # [T]
-    fig, (ax_w, ax_c) = plots.figure(
-        1, 2, width=8.0, height=3.2, gridspec_kw={"width_ratios": [2.2, 1]}
-    )
+    fig, (ax_w, ax_c) = plots.figure(1, 2, height=3.2, gridspec_kw={"width_ratios": [2.2, 1]})
     blue, orange, ink = plots.COLORS["blue"], plots.COLORS["orange"], plots.COLORS["ink"]
     ax_w.plot(t, torch.sin(t), color=blue, lw=2.0, label="sin t")
     ax_w.plot(t, torch.cos(t), color=orange, lw=2.0, label="cos t")
@@ -537,7 +535,7 @@ def circle_animation(frames: int = 24, *, dpi: int = 72):
     t = torch.linspace(0.0, TWO_PI, 201, dtype=torch.float64)  # [T]
     stops = torch.arange(1, frames + 1, dtype=torch.float64) * (TWO_PI / frames)  # [F]
     fig, (ax_c, ax_w) = plots.figure(
-        1, 2, width=6.4, height=2.6, dpi=dpi, gridspec_kw={"width_ratios": [1, 2.2]}
+        1, 2, height=2.6, dpi=dpi, gridspec_kw={"width_ratios": [1, 2.2]}
     )
     blue, orange = plots.COLORS["blue"], plots.COLORS["orange"]
     ax_c.plot(torch.cos(t), torch.sin(t), color=plots.COLORS["grey"], lw=1.0)
