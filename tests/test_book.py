@@ -2,7 +2,7 @@
 contents, the intro's chapter map, search, references, the API reference, and links (none
 points nowhere; the claims appendix reaches the section of every claim). One file, so the
 book is built once. The browser itself is exercised by tools/browser_check.py (in CI, after
-the build); here the link checker it uses is tested on its own."""
+the build); tests/test_browser_check.py tests that tool on its own."""
 
 import html as html_lib
 import importlib
@@ -10,7 +10,6 @@ import inspect
 import pkgutil
 import posixpath
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -394,90 +393,3 @@ def test_intro_links_every_chapter_of_the_toc(html):
     linked = set(re.findall(r'href="\.\./notebooks/([^"#]+)\.html"', main))
     on_disk = {p.stem for p in (html / "notebooks").glob("[0-9][0-9]_*.html")}
     assert on_disk <= linked
-
-
-def _site(tmp_path: Path, pages: dict[str, str]) -> Path:
-    for name, body in pages.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"<html><body>{body}</body></html>")
-    return tmp_path
-
-
-def test_link_checker_accepts_good_links(tmp_path):
-    site = _site(
-        tmp_path,
-        {
-            "index.html": '<a href="a/page.html#sec">x</a> <a href="#top">y</a> <p id="top"></p>'
-            '<a href="https://example.org/missing">external</a> <a href="a/">folder</a>'
-            '<img src="a/figure.png">',
-            "a/page.html": '<section id="sec"></section><a href="../index.html">back</a>',
-            "a/index.html": "",
-            "a/figure.png": "",
-        },
-    )
-    assert browser_check.broken_links(site) == []
-
-
-@pytest.mark.parametrize(
-    ("link", "reason"),
-    [
-        ('<a href="missing.html">x</a>', "no file"),
-        ('<a href="page.html#nowhere">x</a>', "no id 'nowhere'"),
-        ('<a href="#nowhere">x</a>', "no id 'nowhere'"),
-        ('<img src="_images/gone.png">', "no file"),
-    ],
-)
-def test_link_checker_reports_broken_links(tmp_path, link, reason):
-    site = _site(tmp_path, {"index.html": link, "page.html": '<p id="here"></p>'})
-    problems = browser_check.broken_links(site)
-    assert len(problems) == 1
-    assert problems[0].startswith("index.html: ") and reason in problems[0]
-
-
-def test_browser_check_visits_every_page_of_the_toc():
-    pages = browser_check.toc_pages()
-    assert pages[0] == "book/intro"
-    assert "book/claims" in pages and "book/api" in pages
-    chapters = [p for p in pages if p.startswith("notebooks/")]
-    assert chapters == sorted(chapters) and chapters
-
-
-def test_colab_url_names_the_notebook():
-    url = browser_check.colab_url("notebooks/09_rope")
-    assert url.startswith("https://colab.research.google.com/github/")
-    assert url.endswith("/notebooks/09_rope.ipynb")
-
-
-CHROMIUM = shutil.which("chromium")
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium")
-def test_browser_check_reports_what_a_reader_would_see(tmp_path):
-    site = _site(
-        tmp_path,
-        {
-            "notebooks/01_bad.html": "<main><p>$$x^2$$</p><img src='gone.png'>"
-            "<img src='https://example.org/remote.png'>"
-            "<script>console.error('boom')</script></main>",
-            "book/good.html": "<main><p>All fine.</p></main>",
-        },
-    )
-    browser = browser_check.Browser(CHROMIUM)
-    try:
-        tab = browser_check.Tab(browser)
-        bad = browser_check.check_page(tab, site, "notebooks/01_bad", None)
-        good = browser_check.check_page(tab, site, "book/good", None)
-    finally:
-        browser.close()
-    problems = "\n".join(bad.problems)
-    for expected in (
-        "raw TeX visible",
-        "images not loaded",
-        "console error: boom",
-        "network request blocked: https://example.org/remote.png",
-        "no typeset math",
-        "no Colab link",
-    ):
-        assert expected in problems
-    assert good.problems == []

@@ -2,25 +2,44 @@
 
     python -m tools.browser_check [--html _build/html] [--out _build/browser-check]
 
-Chromium (Debian's ``chromium``) opens every page of the table of contents from
-``file://`` with every network request blocked, and is driven over the DevTools protocol
-through a pipe (``--remote-debugging-pipe``), so nothing beyond the standard library and
-the browser is needed. On every chapter page it checks that
+Debian's ``chromium`` is driven through Playwright's sync API (``executable_path``:
+Playwright never downloads a browser of its own). Every page of the table of contents is
+opened from ``file://`` with every network request blocked, once at each of
+:data:`WIDTHS` (1400 px, a desktop window, and 420 px, a phone). On every page, at each
+width, it checks that
 
-- the math is typeset: MathJax's output elements (``mjx-container``) are present, every
-  math element holds one, and no raw TeX (``$$``, ``\\begin``, ``\\(``, ``\\[``) is left in
-  the visible text;
-- every figure image has loaded (``naturalWidth > 0``);
-- every animation has its player, and pressing its play button advances the frame (the
-  slider moves and the image changes);
-- the Colab button points at the chapter's own notebook;
+- the math is typeset: MathJax's output elements (``mjx-container``) are present on a
+  chapter, every math element holds one, and no raw TeX (``$$``, ``\\begin``, ``\\(``,
+  ``\\[``) is left in the visible text;
+- every image has loaded (``naturalWidth > 0``);
+- nothing in the main column (``article.bd-article``) is wider than the column: no
+  element's box and no line of text reaches past either edge of the column (whether an
+  ``overflow: hidden`` box cuts it off or not), and the page does not scroll sideways.
+  Content inside a scroll box (an element with ``overflow-x: auto`` or ``scroll``: code
+  cells, ``.math-wrapper``) may be wide; such boxes are listed in the report, not failed;
 - the console shows no errors and no exception, and no request tried the network.
 
-Other pages (intro, appendices) get the math, image, console and network checks. For the
-whole site it checks, without the browser, that every internal link points at a file that
-exists and, where it has one, at an ``#anchor`` that exists in it; and in the browser that
-the search page finds a chapter. A screenshot of every chapter (the whole page at half
-scale) is saved under ``--out`` for a person to look at, with ``report.json``.
+On a chapter page it also checks that
+
+- every ``img`` (animation players included) sits in a ``figure`` with a non-empty
+  ``figcaption``;
+- every image is displayed at no less than :data:`MIN_IMAGE_SCALE` of its natural CSS
+  width (its ``width`` attribute, or inline ``style`` width, in px when set, as for the
+  book's 2x PNGs, else its ``naturalWidth``) at 1400 px; at 420 px the scale is measured
+  and printed, not failed (see :data:`MIN_IMAGE_SCALE`); a folded image has no scale;
+- the visible (unfolded) code input cells take at most :data:`MAX_CODE_SHARE` of the
+  height of the main column at every width (printed as a table per chapter, with the
+  figures' captions and scales);
+- the chapter shows a visible link to its own notebook on Colab in the main column (not
+  only in the launch menu), and every animation has its player and pressing its play
+  button advances the frame (the slider moves and the image changes).
+
+For the whole site it checks, without the browser, that every internal link points at a
+file that exists and, where it has one, at an ``#anchor`` that exists in it; and in the
+browser that the search page finds a chapter. Full-page screenshots of every page at both
+widths (``09_rope-1400.jpg``, ``09_rope-420.jpg``, ...; only API reference pages are cut,
+at :data:`MAX_SHOT_PX`) are saved under ``--out`` for a person to look at, with
+``report.json`` (every measurement, every failure).
 
 Exit status 0 when everything passes, 1 otherwise.
 """
@@ -28,18 +47,14 @@ Exit status 0 when everything passes, 1 otherwise.
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
-import fcntl
 import html.parser
 import json
-import os
-import select
+import re
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -49,24 +64,38 @@ import yaml
 from tools import setup_cell
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM_FLAGS = [
-    "--headless",
+WIDTHS = (1400, 420)
+"""Window widths in CSS px every page is checked at: a desktop window and a phone."""
+HEIGHT = 900
+"""Window height in CSS px (screenshots take the whole page whatever it is)."""
+MAX_CODE_SHARE = 0.25
+"""Largest share of a chapter's main column that visible code input cells may take."""
+MIN_IMAGE_SCALE = 0.5
+"""Smallest displayed width of an image, as a share of its natural CSS width, at the first
+of :data:`WIDTHS` (where the column is as wide as the book's figures are drawn). At a
+phone's width every column-wide figure is shown smaller (a 784 px figure in a cell's
+output is 372 px wide at 420 px: 0.47); the scale there is measured and reported, not
+failed."""
+PRINTED_PER_PAGE = 12
+"""Failures printed per page; report.json has them all."""
+TOLERANCE_PX = 1
+"""How far (CSS px) a box may reach past the column before it counts: sub-pixel rounding."""
+MAX_SHOT_PX = 30_000
+"""Tallest screenshot in CSS px: every chapter fits (the longest is about 20000 px at
+420 px); the longest API reference pages (up to 180000 px, more than a JPEG's 65535 rows)
+are shot down to here only, which also keeps the run short."""
+# On top of Playwright's own flags. Every host name fails to resolve, so even a request
+# that got past the routing below could not leave the machine.
+CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
+    "--disable-dev-shm-usage",
     "--disable-quic",
-    "--no-first-run",
     "--disable-background-networking",
     "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-    "--disable-extensions",
-    "--disable-default-apps",
-    "--mute-audio",
-    "--hide-scrollbars",
     "--host-resolver-rules=MAP * ~NOTFOUND",
-    "--window-size=1280,900",
-    "--remote-debugging-pipe",
 ]
+NETWORK = re.compile(r"^(https?|wss?|ftp)://", re.IGNORECASE)
 RAW_TEX = ("$$", "\\begin", "\\(", "\\[")
 
 
@@ -138,219 +167,98 @@ def broken_links(html_dir: Path) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------
-# The DevTools protocol over a pipe
+# The browser
 # ---------------------------------------------------------------------------------------
 
 
-class Browser:
-    """Headless Chromium driven through ``--remote-debugging-pipe``.
+class Tab:
+    """One page of the browser at one window width, offline, recording what goes wrong.
 
-    Chromium reads NUL-terminated JSON commands on its fd 3 and writes responses and
-    events on its fd 4.
+    Console errors, uncaught exceptions and every attempt to reach the network (failed at
+    once) are collected until :meth:`problems` is called.
     """
 
-    def __init__(self, executable: str, *, timeout: float = 30.0) -> None:
-        self.timeout = timeout
-        self.profile = tempfile.mkdtemp(prefix="posenc-chromium-")
-        to_child, self._to_browser = os.pipe()
-        self._from_browser, from_child = os.pipe()
-
-        def wire() -> None:  # in the child: the pipe ends become fds 3 and 4
-            high_in = fcntl.fcntl(to_child, fcntl.F_DUPFD, 10)
-            high_out = fcntl.fcntl(from_child, fcntl.F_DUPFD, 10)
-            os.dup2(high_in, 3)
-            os.dup2(high_out, 4)
-
-        command = [executable, *CHROMIUM_FLAGS, f"--user-data-dir={self.profile}", "about:blank"]
-        self.process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(3, 4),
-            preexec_fn=wire,
+    def __init__(self, browser, width: int) -> None:
+        self.width = width
+        self._found: list[str] = []
+        self.context = browser.new_context(
+            viewport={"width": width, "height": HEIGHT},
+            device_scale_factor=1,
+            service_workers="block",
         )
-        os.close(to_child)
-        os.close(from_child)
-        self._buffer = b""
-        self._next_id = 0
-        self._ignored: set[int] = set()  # ids of commands whose replies nobody waits for
-        self.events: list[dict] = []
+        self.context.set_default_timeout(30_000)
+        self.context.route(NETWORK, self._block)
+        self.context.route_web_socket(NETWORK, self._block_socket)
+        self.page = self.context.new_page()
+        self.page.on("console", self._console)
+        self.page.on("pageerror", self._exception)
 
-    def close(self) -> None:
-        with contextlib.suppress(OSError, RuntimeError, TimeoutError):
-            self.send("Browser.close")
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        for fd in (self._to_browser, self._from_browser):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        shutil.rmtree(self.profile, ignore_errors=True)
+    def _block(self, route) -> None:
+        self._found.append(f"network request blocked: {route.request.url}")
+        route.abort("blockedbyclient")
 
-    def _write(self, method: str, params: dict | None, session: str | None) -> int:
-        self._next_id += 1
-        message = {"id": self._next_id, "method": method, "params": params or {}}
-        if session:
-            message["sessionId"] = session
-        os.write(self._to_browser, json.dumps(message).encode() + b"\0")
-        return self._next_id
+    def _block_socket(self, socket) -> None:
+        self._found.append(f"network request blocked: {socket.url}")
+        socket.close()
 
-    def _read_message(self, deadline: float) -> dict:
-        """The next message. A paused request is failed at once (the book must work offline)."""
-        while True:
-            while b"\0" not in self._buffer:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError("no message from Chromium in time")
-                ready, _, _ = select.select([self._from_browser], [], [], left)
-                if ready:
-                    chunk = os.read(self._from_browser, 1 << 20)
-                    if not chunk:
-                        raise RuntimeError("Chromium closed the DevTools pipe")
-                    self._buffer += chunk
-            raw, self._buffer = self._buffer.split(b"\0", 1)
-            message = json.loads(raw)
-            if message.get("id") in self._ignored:
-                self._ignored.discard(message["id"])
-                continue
-            if message.get("method") == "Fetch.requestPaused":
-                params = {
-                    "requestId": message["params"]["requestId"],
-                    "errorReason": "BlockedByClient",
-                }
-                self._ignored.add(
-                    self._write("Fetch.failRequest", params, message.get("sessionId"))
-                )
-            return message
+    def _exception(self, error) -> None:
+        self._found.append(f"exception: {error.name or 'Error'}: {error.message}")
 
-    def send(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
-        """Send one command and return its result; events seen meanwhile are queued."""
-        sent = self._write(method, params, session)
-        deadline = time.monotonic() + self.timeout
-        while True:
-            reply = self._read_message(deadline)
-            if reply.get("id") == sent:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error']}")
-                return reply.get("result", {})
-            if "method" in reply:
-                self.events.append(reply)
-
-    def wait_event(self, method: str, session: str, timeout: float | None = None) -> dict:
-        """Wait for an event (queued or new) of one session."""
-        deadline = time.monotonic() + (timeout or self.timeout)
-        while True:
-            for i, event in enumerate(self.events):
-                if event.get("method") == method and event.get("sessionId") == session:
-                    return self.events.pop(i)
-            message = self._read_message(deadline)
-            if "method" in message:
-                self.events.append(message)
-
-    def poll(self, seconds: float) -> None:
-        """Collect events for a while."""
-        deadline = time.monotonic() + seconds
-        try:
-            while True:
-                message = self._read_message(deadline)
-                if "method" in message:
-                    self.events.append(message)
-        except TimeoutError:
-            pass
-
-
-class Tab:
-    """One page of the browser, with its console errors and blocked requests recorded."""
-
-    def __init__(self, browser: Browser) -> None:
-        self.browser = browser
-        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        self.session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
-            "sessionId"
-        ]
-        for domain in ("Page", "Runtime", "Log"):
-            self.send(f"{domain}.enable")
-        # every request that is not a file is failed at once and recorded (see _read_message)
-        self.send("Fetch.enable", {"patterns": [{"urlPattern": "http*"}, {"urlPattern": "ws*"}]})
-        self.send(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False},
-        )
-
-    def send(self, method: str, params: dict | None = None) -> dict:
-        return self.browser.send(method, params, self.session)
+    def _console(self, message) -> None:
+        if message.type in ("error", "assert"):
+            text = message.text
+            if text.startswith("Failed to load resource"):
+                text += f" {message.location.get('url', '')}"
+            self._found.append(f"console error: {text.strip()}")
 
     def problems(self) -> list[str]:
-        """Console errors, exceptions and network attempts recorded since the last call.
-
-        Consumes this tab's queued events; events of other sessions stay queued.
-        """
-        found, keep = [], []
-        for event in self.browser.events:
-            if event.get("sessionId") != self.session:
-                keep.append(event)
-                continue
-            method, params = event.get("method"), event.get("params", {})
-            if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-                text = " ".join(
-                    str(a.get("value", a.get("description", ""))) for a in params.get("args", [])
-                )
-                found.append(f"console error: {text}")
-            elif method == "Runtime.exceptionThrown":
-                details = params.get("exceptionDetails", {})
-                text = details.get("exception", {}).get("description") or details.get("text")
-                found.append(f"exception: {text}")
-            elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
-                entry = params["entry"]
-                found.append(f"console error: {entry.get('text')} {entry.get('url', '')}".strip())
-            elif method == "Fetch.requestPaused":
-                found.append(f"network request blocked: {params['request']['url']}")
-        self.browser.events = keep
+        """Console errors, exceptions and network attempts recorded since the last call."""
+        found, self._found = self._found, []
         return found
 
     def open(self, url: str) -> None:
-        """Navigate, wait for the load event, MathJax's typesetting and every image."""
-        self.send("Page.navigate", {"url": url})
-        self.browser.wait_event("Page.loadEventFired", self.session)
-        self.evaluate(_WAIT_FOR_MATHJAX)
+        """Navigate, wait for the load event, MathJax's typesetting, fonts and images."""
+        self.page.goto(url, wait_until="load")
+        self.page.evaluate(_WAIT_FOR_PAGE)
 
-    def evaluate(self, expression: str):
-        result = self.send(
-            "Runtime.evaluate",
-            {"expression": expression, "awaitPromise": True, "returnByValue": True},
-        )
-        if "exceptionDetails" in result:
-            details = result["exceptionDetails"]
-            raise RuntimeError(details.get("exception", {}).get("description", details.get("text")))
-        return result["result"].get("value")
+    def evaluate(self, expression: str, arg=None):
+        return self.page.evaluate(expression, arg)
 
-    def screenshot(self, path: Path) -> None:
-        """The whole page at half scale, as JPEG.
+    def screenshot(self, path: Path) -> int | None:
+        """The whole page, one image pixel per CSS pixel, as JPEG.
 
-        The viewport is made as tall as the page for the shot (capturing beyond a normal
-        viewport garbles some pages), then set back.
+        A page taller than :data:`MAX_SHOT_PX` (only API reference pages) is cut there.
+        Returns the height cut at, or None.
         """
-        size = self.send("Page.getLayoutMetrics")["cssContentSize"]
-        height = int(min(size["height"], 16000))
-        self.send(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": 1280, "height": height, "deviceScaleFactor": 0.5, "mobile": False},
+        height = self.page.evaluate("document.scrollingElement.scrollHeight")
+        clip = None
+        if height > MAX_SHOT_PX:
+            width = self.page.evaluate("document.scrollingElement.scrollWidth")
+            clip = {"x": 0, "y": 0, "width": width, "height": MAX_SHOT_PX}
+        self.page.screenshot(path=path, full_page=True, clip=clip, type="jpeg", quality=70)
+        return MAX_SHOT_PX if clip else None
+
+
+@contextlib.contextmanager
+def open_browser(chromium: str, widths: tuple[int, ...] = WIDTHS) -> Iterator[list[Tab]]:
+    """Debian's Chromium, headless, with one :class:`Tab` per window width."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium, headless=True, args=CHROMIUM_ARGS
         )
         try:
-            self.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-            shot = self.send("Page.captureScreenshot", {"format": "jpeg", "quality": 70})
+            yield [Tab(browser, width) for width in widths]
         finally:
-            self.send(
-                "Emulation.setDeviceMetricsOverride",
-                {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False},
-            )
-        path.write_bytes(base64.b64decode(shot["data"]))
+            browser.close()
 
 
-_WAIT_FOR_MATHJAX = """
+# ---------------------------------------------------------------------------------------
+# The JavaScript probes
+# ---------------------------------------------------------------------------------------
+
+_WAIT_FOR_PAGE = """
 (async () => {
   const mathjax = [...document.scripts].some(s => /mathjax/i.test(s.src));
   for (let i = 0; mathjax && i < 200 && !(window.MathJax && MathJax.startup
@@ -360,6 +268,8 @@ _WAIT_FOR_MATHJAX = """
   await Promise.all([...document.images].map(img => img.complete ? null :
     new Promise(r => { img.addEventListener('load', r); img.addEventListener('error', r);
                        setTimeout(r, 5000); })));
+  await document.fonts.ready;
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
   return true;
 })()
 """
@@ -367,6 +277,7 @@ _WAIT_FOR_MATHJAX = """
 _INSPECT = """
 (() => {
   const main = document.querySelector('main') || document.body;
+  const column = document.querySelector('article.bd-article') || main;
   const skip = 'PRE, CODE, SCRIPT, STYLE, TEXTAREA, MJX-CONTAINER, .highlight, .output';
   const raw = [];
   const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT);
@@ -382,18 +293,134 @@ _INSPECT = """
   const untypeset = maths.filter(m => !m.querySelector('mjx-container'))
                          .map(m => m.textContent.trim().slice(0, 80));
   const images = [...main.querySelectorAll('img')].filter(img => !img.closest('.animation'))
-    .map(img => ({src: img.getAttribute('src').slice(0, 80), ok: img.complete && img.naturalWidth > 0}));
+    .map(img => ({src: (img.getAttribute('src') || '').slice(0, 80),
+                  ok: img.complete && img.naturalWidth > 0}));
   const animations = [...main.querySelectorAll('.animation')].map(a => ({
     img: !!a.querySelector('img[id^="_anim_img"]'),
     slider: !!a.querySelector('input.anim-slider'),
     play: !!a.querySelector('button[title="Play"]'),
   }));
-  const colab = [...document.querySelectorAll('a[href*="colab.research.google.com"]')]
-    .map(a => a.href);
+  const shown = a => a.checkVisibility({visibilityProperty: true, opacityProperty: true})
+                     && a.getBoundingClientRect().width > 0;
+  const links = [...document.querySelectorAll('a[href*="colab.research.google.com"]')];
   return {mjx: main.querySelectorAll('mjx-container').length, maths: maths.length,
-          untypeset, raw, images, animations, colab, title: document.title};
+          untypeset, raw, images, animations, title: document.title,
+          colab: links.map(a => a.href),
+          colab_visible: links.filter(a => column.contains(a) && shown(a)).map(a => a.href)};
 })()
 """.replace("RAW_TEX", json.dumps(list(RAW_TEX)))
+
+# The layout of the main column at the current width: what is wider than the column,
+# the images (caption, displayed scale) and the height taken by visible code cells.
+_MEASURE = """
+(tolerance) => {
+  const column = document.querySelector('article.bd-article')
+                 || document.querySelector('main') || document.body;
+  // the column is the article's content box: the text column, without its padding
+  const outer = column.getBoundingClientRect(), own = getComputedStyle(column);
+  const left = outer.left + parseFloat(own.borderLeftWidth) + parseFloat(own.paddingLeft);
+  const right = outer.right - parseFloat(own.borderRightWidth) - parseFloat(own.paddingRight);
+  const box = {left, right, width: right - left, height: outer.height};
+  const shown = el => el.checkVisibility({visibilityProperty: true, contentVisibilityAuto: true});
+  const name = el => {
+    let s = el.tagName.toLowerCase();
+    if (el.id) return s + '#' + el.id;
+    const classes = [...el.classList].filter(c => !/^(docutils|container|notranslate)$/.test(c));
+    return s + classes.slice(0, 2).map(c => '.' + c).join('');
+  };
+  const selector = el => {
+    const parts = [];
+    for (let e = el; e && e !== column && parts.length < 3; e = e.parentElement)
+      parts.unshift(name(e));
+    return parts.join(' > ');
+  };
+  const text = el => (el.innerText || el.textContent || el.getAttribute('alt') || '')
+    .replace(/\\s+/g, ' ').trim().slice(0, 60);
+  const scrolls = style => style.overflowX === 'auto' || style.overflowX === 'scroll';
+
+  // (a) Top down: the outermost element that reaches past the column is reported and its
+  // children are not (they would repeat it); so is a line of text that runs past it. A
+  // scroll box may hold wide content; text hidden for screen readers is no content.
+  const overflow = [], scrolling = [];
+  // top: where it is on the page (and in the screenshot), in CSS px from the top
+  const report = (el, why, r) => overflow.push(
+    {selector: selector(el), text: text(el), why,
+     width: Math.round(Math.max(r.right, box.right) - Math.min(r.left, box.left)),
+     column: Math.round(box.width), top: Math.round(r.top + window.scrollY)});
+  const hidden = style => style.clip !== 'auto' || style.clipPath !== 'none';
+  const past = r => r.width > 0 && (r.right > box.right + tolerance
+                                     || r.left < box.left - tolerance);
+  const walk = parent => {
+    for (const node of parent.childNodes) {
+      if (node.nodeType === Node.TEXT_NODE) {
+        if (!node.textContent.trim()) continue;
+        const range = document.createRange();
+        range.selectNodeContents(node);
+        const r = range.getBoundingClientRect();
+        if (past(r)) report(parent, 'text past the column', r);
+        continue;
+      }
+      if (node.nodeType !== Node.ELEMENT_NODE) continue;
+      const el = node, style = getComputedStyle(el);
+      if (style.display === 'none' || el.tagName === 'MJX-ASSISTIVE-MML') continue;
+      if (style.display === 'contents') { walk(el); continue; }
+      if (!shown(el) || style.position === 'fixed' || hidden(style)) continue;
+      const r = el.getBoundingClientRect();
+      if (past(r)) {
+        report(el, 'box past the column', r);
+      } else if (scrolls(style)) {
+        // it, or the scroll boxes inside it that hold the wide content (a display
+        // equation's mjx-container inside div.math)
+        const boxes = [el, ...el.querySelectorAll('*')].filter(e => e === el || (
+          e.scrollWidth > e.clientWidth + tolerance && scrolls(getComputedStyle(e))));
+        for (const e of boxes) if (e.scrollWidth > e.clientWidth + tolerance && shown(e))
+          scrolling.push({selector: selector(e), text: text(e), width: e.scrollWidth,
+                          shown: e.clientWidth, top: Math.round(e.getBoundingClientRect().top
+                                                                + window.scrollY)});
+      } else {
+        walk(el);
+      }
+    }
+  };
+  walk(column);
+  const page = document.scrollingElement;
+  if (page.scrollWidth > page.clientWidth + tolerance)
+    overflow.push({selector: 'the page', text: '', why: 'the page scrolls sideways',
+                   width: page.scrollWidth, column: page.clientWidth});
+
+  // (b) Images: in a captioned figure, shown at no less than half their natural CSS width.
+  const cssWidth = img => {
+    const attribute = (img.getAttribute('width') || '').trim();
+    if (/^[0-9.]+(px)?$/.test(attribute)) return parseFloat(attribute);
+    if (/^[0-9.]+px$/.test(img.style.width)) return parseFloat(img.style.width);
+    return img.naturalWidth;
+  };
+  const images = [...column.querySelectorAll('img')].map(img => {
+    const figure = img.closest('figure');
+    const caption = figure && figure.querySelector('figcaption');
+    const natural = cssWidth(img);
+    const visible = shown(img) && img.getBoundingClientRect().width > 0;
+    const displayed = visible ? img.getBoundingClientRect().width : 0;
+    const src = img.getAttribute('src') || '';
+    return {src: (src.startsWith('data:') || !src ? '#' + img.id : src.split('/').pop()).slice(0, 24),
+            where: selector(img), figure: !!figure,
+            caption: caption ? caption.textContent.replace(/\\s+/g, ' ').trim().slice(0, 60) : '',
+            natural: Math.round(natural), displayed: Math.round(displayed), visible,
+            scale: natural > 0 && visible ? Math.round(displayed / natural * 1000) / 1000 : null};
+  });
+
+  // (c) Code: the height of the code input cells a reader sees without unfolding anything.
+  const cells = [...column.querySelectorAll('.cell_input')];
+  const open = cells.filter(c => shown(c) && c.getBoundingClientRect().height > 0);
+  const lines = c => (c.querySelector('pre') || c).textContent.replace(/\\n$/, '').split('\\n').length;
+  const code = open.reduce((sum, c) => sum + c.getBoundingClientRect().height, 0);
+  return {column_px: Math.round(box.width), height_px: Math.round(box.height),
+          overflow, scrolling, images,
+          code: {cells: cells.length, visible: open.length, code_px: Math.round(code),
+                 share: box.height > 0 ? Math.round(code / box.height * 1000) / 1000 : 0,
+                 longest: Math.max(0, ...open.map(lines))}};
+}
+"""
 
 _PLAY = """
 (async () => {
@@ -406,7 +433,8 @@ _PLAY = """
     const frames = parseInt(slider.max) + 1;
     anim.querySelector('button[title="Play"]').click();
     let after = before;
-    for (let i = 0; i < 40 && after.frame === before.frame; i++) {
+    // a player may hold a frame for a few steps: wait until the picture itself changes
+    for (let i = 0; i < 60 && (after.frame === before.frame || after.src === before.src); i++) {
       await new Promise(r => setTimeout(r, 50));
       after = {frame: slider.value, src: img.src};
     }
@@ -439,10 +467,13 @@ _SEARCH = """
 
 @dataclass
 class PageReport:
+    """What one page showed: its problems, and the facts measured at every width."""
+
     page: str
     chapter: bool
     problems: list[str] = field(default_factory=list)
     facts: dict = field(default_factory=dict)
+    widths: dict[int, dict] = field(default_factory=dict)
 
 
 def toc_pages(root: Path = ROOT) -> list[str]:
@@ -468,49 +499,116 @@ def colab_url(page: str) -> str:
     return f"https://colab.research.google.com/github/{owner_repo}/blob/{branch}/{page}.ipynb"
 
 
-def check_page(tab: Tab, html_dir: Path, page: str, shots: Path | None) -> PageReport:
-    chapter = page.startswith("notebooks/")
+def shot_name(page: str, width: int) -> str:
+    """The screenshot file of a page at a width: ``09_rope-1400.jpg``, ``api-rope-420.jpg``."""
+    return f"{'-'.join(Path(page).parts[1:]) or page}-{width}.jpg"
+
+
+def layout_problems(measured: dict, chapter: bool, first: bool = True) -> list[str]:
+    """The failures in one :data:`_MEASURE` result: what is wider than the column and, on a
+    chapter, at the first width only (``first``), images without a caption (they do not
+    change with the width) and images shown under :data:`MIN_IMAGE_SCALE`."""
+    problems = []
+    for o in measured["overflow"]:
+        where = f" at y={o['top']}" if "top" in o else ""
+        problems.append(
+            f"wider than the column ({o['why']}, {o['width']} px in {o['column']} px): "
+            f"{o['selector']} {o['text']!r}{where}"
+        )
+    if not chapter:
+        return problems
+    for img in measured["images"]:
+        if first and not img["caption"]:
+            where = "no figure" if not img["figure"] else "figure without figcaption"
+            problems.append(f"image without a caption ({where}): {img['src']} in {img['where']}")
+        if first and img["scale"] is not None and img["scale"] < MIN_IMAGE_SCALE:
+            problems.append(
+                f"image shown at {img['scale']:.2f} of its natural width "
+                f"({img['displayed']} of {img['natural']} px, under {MIN_IMAGE_SCALE}): "
+                f"{img['src']}"
+            )
+    return problems
+
+
+def code_problems(report: PageReport) -> list[str]:
+    """Visible code over :data:`MAX_CODE_SHARE` of the main column at any width."""
+    shares = {w: m["code"]["share"] for w, m in report.widths.items()}
+    if not report.chapter or not shares or max(shares.values()) <= MAX_CODE_SHARE:
+        return []
+    at = ", ".join(f"{share:.0%} at {w} px" for w, share in shares.items())
+    code = next(iter(report.widths.values()))["code"]
+    return [
+        f"visible code takes more than {MAX_CODE_SHARE:.0%} of the page ({at}; "
+        f"{code['visible']} of {code['cells']} code cells unfolded)"
+    ]
+
+
+def check_page(tabs: list[Tab], html_dir: Path, page: str, shots: Path | None) -> PageReport:
+    """Open one page in every tab (one per width) and check it; see the module docstring.
+
+    Problems found at a width other than the first are prefixed with ``[<width> px]``.
+    """
+    chapter = Path(page).parts[0] == "notebooks"
     report = PageReport(page, chapter)
     path = html_dir / f"{page}.html"
     if not path.is_file():
         report.problems.append(f"page not built: {path}")
         return report
-    tab.problems()  # forget what an earlier page left behind
-    tab.open(path.as_uri())
-    facts = tab.evaluate(_INSPECT)
-    report.facts = {k: v for k, v in facts.items() if k not in ("images",)}
-    report.facts["images"] = len(facts["images"])
-    if facts["untypeset"]:
-        report.problems.append(f"math not typeset: {facts['untypeset'][:3]}")
-    if facts["raw"]:
-        report.problems.append(f"raw TeX visible: {facts['raw'][:3]}")
-    bad = [img["src"] for img in facts["images"] if not img["ok"]]
-    if bad:
-        report.problems.append(f"images not loaded: {bad}")
-    if chapter:
-        if facts["mjx"] == 0:
-            report.problems.append("no typeset math (mjx-container) on a chapter page")
-        expected = colab_url(page)
-        if expected not in facts["colab"]:
-            report.problems.append(f"no Colab link to {expected} (found {facts['colab']})")
-        incomplete = [a for a in facts["animations"] if not all(a.values())]
-        if incomplete:
-            report.problems.append(f"animation player incomplete: {incomplete}")
+    for i, tab in enumerate(tabs):
+        problems: list[str] = []
+        tab.problems()  # forget what an earlier page left behind
+        tab.open(path.as_uri())
+        facts = tab.evaluate(_INSPECT)
+        measured = tab.evaluate(_MEASURE, TOLERANCE_PX)
+        if facts["untypeset"]:
+            problems.append(f"math not typeset: {facts['untypeset'][:3]}")
+        if facts["raw"]:
+            problems.append(f"raw TeX visible: {facts['raw'][:3]}")
+        bad = [img["src"] for img in facts["images"] if not img["ok"]]
+        if bad:
+            problems.append(f"images not loaded: {bad}")
+        if chapter and i == 0 and facts["mjx"] == 0:
+            problems.append("no typeset math (mjx-container) on a chapter page")
+        problems += layout_problems(measured, chapter, first=i == 0)
         if shots is not None:  # before the players move
-            tab.screenshot(shots / f"{Path(page).name}.jpg")
-        if facts["animations"]:
-            played = tab.evaluate(_PLAY)
-            report.facts["played"] = played
-            stuck = [
-                i
-                for i, p in enumerate(played)
-                if not (p["advanced"] and p["image_changed"] and p["loaded"])
-            ]
-            if stuck:
-                report.problems.append(f"animations that did not advance when played: {stuck}")
-    tab.browser.poll(0.2)
-    report.problems += tab.problems()
+            measured["screenshot_cut_at"] = tab.screenshot(shots / shot_name(page, tab.width))
+        if i == 0:
+            report.facts = {k: v for k, v in facts.items() if k not in ("images", "colab")}
+            report.facts["images"] = len(facts["images"])
+            if chapter:
+                problems += _chapter_problems(tab, page, facts, report)
+        tab.page.wait_for_timeout(100)  # late console messages
+        problems += tab.problems()
+        report.widths[tab.width] = measured
+        prefix = "" if i == 0 else f"[{tab.width} px] "
+        report.problems += [prefix + p for p in problems]
+    report.problems += code_problems(report)
     return report
+
+
+def _chapter_problems(tab: Tab, page: str, facts: dict, report: PageReport) -> list[str]:
+    """The Colab link and the animations, checked once (at the first width)."""
+    problems = []
+    expected = colab_url(page)
+    if expected not in facts["colab_visible"]:
+        problems.append(
+            f"no visible Colab link to {expected} in the main column "
+            f"(visible: {facts['colab_visible']}, anywhere: {facts['colab']})"
+        )
+    incomplete = [a for a in facts["animations"] if not all(a.values())]
+    if incomplete:
+        problems.append(f"animation player incomplete: {incomplete}")
+    if facts["animations"]:
+        played = tab.evaluate(_PLAY)
+        report.facts["played"] = played
+        stuck = [
+            i
+            for i, p in enumerate(played)
+            if not (p["advanced"] and p["image_changed"] and p["loaded"])
+        ]
+        if stuck:
+            problems.append(f"animations that did not advance when played: {stuck}")
+    return problems
 
 
 def check_search(tab: Tab, html_dir: Path, word: str) -> list[str]:
@@ -524,7 +622,7 @@ def check_search(tab: Tab, html_dir: Path, word: str) -> list[str]:
     tab.problems()
     tab.open((html_dir / "search.html").as_uri() + f"?q={word}")
     hits = tab.evaluate(_SEARCH)
-    tab.browser.poll(0.5)
+    tab.page.wait_for_timeout(500)
     site = html_dir.as_uri()
     summary_fetch = ("Failed to fetch", "CORS policy", "net::ERR_FAILED")
     problems = [
@@ -537,7 +635,55 @@ def check_search(tab: Tab, html_dir: Path, word: str) -> list[str]:
     return problems
 
 
-def run(html_dir: Path, out: Path | None, chromium: str, search_word: str = "rotation") -> int:
+def chapter_table(reports: list[PageReport]) -> str:
+    """Per chapter: the share of the main column taken by visible code at every width, the
+    code cells shown, the longest, the images captioned and their smallest scale."""
+    chapters = [r for r in reports if r.chapter and r.widths]
+    if not chapters:
+        return ""
+    widths = list(chapters[0].widths)
+    name = max(len(Path(r.page).name) for r in chapters)
+    header = (
+        f"{'chapter':<{name}}"
+        + "".join(f"{f'code {w}':>10}" for w in widths)
+        + "  cells shown  longest  captioned"
+        + "".join(f"{f'scale {w}':>11}" for w in widths)
+        + f"  {'scrolled ' + '/'.join(map(str, widths)):>18}"
+    )
+    lines = [
+        f"Visible code as a share of the main column's height (at most {MAX_CODE_SHARE:.0%}, "
+        f"* over), code cells shown, the longest in lines, images in a captioned figure, and "
+        f"the smallest image scale (at least {MIN_IMAGE_SCALE} at {widths[0]} px), and the "
+        f"scroll boxes (code, output, equations) whose content is wider than they are:",
+        header,
+    ]
+    for r in chapters:
+        first = r.widths[widths[0]]
+        row = f"{Path(r.page).name:<{name}}"
+        for w in widths:
+            share = r.widths[w]["code"]["share"]
+            row += f"{share:>9.0%}{'*' if share > MAX_CODE_SHARE else ' '}"
+        code, images = first["code"], first["images"]
+        captioned = sum(bool(img["caption"]) for img in images)
+        row += f"  {code['visible']:>4} of {code['cells']:<3}  {code['longest']:>7}"
+        row += f"  {captioned:>4} of {len(images):<3}"
+        for w in widths:
+            scales = [img["scale"] for img in r.widths[w]["images"] if img["scale"] is not None]
+            row += f"{min(scales):>11.2f}" if scales else f"{'-':>11}"
+        scrolled = "/".join(str(len(r.widths[w]["scrolling"])) for w in widths)
+        row += f"  {scrolled:>18}"
+        lines.append(row)
+    return "\n".join(lines)
+
+
+def run(
+    html_dir: Path,
+    out: Path | None,
+    chromium: str,
+    search_word: str | None = "rotation",
+    pages: list[str] | None = None,
+    widths: tuple[int, ...] = WIDTHS,
+) -> int:
     html_dir = Path(html_dir).resolve()
     start = time.monotonic()
     failures: list[str] = []
@@ -548,34 +694,45 @@ def run(html_dir: Path, out: Path | None, chromium: str, search_word: str = "rot
         if out.exists():
             shutil.rmtree(out)
         out.mkdir(parents=True)
-    browser = Browser(chromium)
     reports = []
-    try:
-        tab = Tab(browser)
-        for page in toc_pages():
+    with open_browser(chromium, widths) as tabs:
+        for page in pages if pages is not None else toc_pages():
             began = time.monotonic()
-            report = check_page(tab, html_dir, page, out)
+            report = check_page(tabs, html_dir, page, out)
             report.facts["seconds"] = round(time.monotonic() - began, 2)
             reports.append(report)
             status = "ok" if not report.problems else "FAIL"
             extra = ""
-            if report.chapter:
-                extra = (
-                    f"  math {report.facts.get('mjx', 0)}, images {report.facts.get('images', 0)}, "
-                    f"animations {len(report.facts.get('animations', []))}"
+            if report.widths:
+                overflow = "/".join(str(len(m["overflow"])) for m in report.widths.values())
+                extra = f"  overflow {overflow}"
+            if report.chapter and report.widths:
+                first = next(iter(report.widths.values()))
+                extra += (
+                    f", math {report.facts.get('mjx', 0)}, images {len(first['images'])}, "
+                    f"animations {len(report.facts.get('animations', []))}, "
+                    f"code {first['code']['share']:.0%}"
                 )
             print(f"{status:4} {page}{extra}  ({report.facts['seconds']} s)", flush=True)
             failures += [f"{page}: {p}" for p in report.problems]
-        search = check_search(tab, html_dir, search_word)
-        print(f"{'ok' if not search else 'FAIL':4} search for {search_word!r}")
-        failures += [f"search: {p}" for p in search]
-    finally:
-        browser.close()
+        if search_word:
+            search = check_search(tabs[0], html_dir, search_word)
+            print(f"{'ok' if not search else 'FAIL':4} search for {search_word!r}")
+            failures += [f"search: {p}" for p in search]
+    table = chapter_table(reports)
     if out is not None:
         (out / "report.json").write_text(
             json.dumps(
                 {
+                    "widths": list(widths),
+                    "max_code_share": MAX_CODE_SHARE,
+                    "min_image_scale": MIN_IMAGE_SCALE,
                     "pages": [r.__dict__ for r in reports],
+                    "code_share": {
+                        Path(r.page).name: {w: m["code"]["share"] for w, m in r.widths.items()}
+                        for r in reports
+                        if r.chapter
+                    },
                     "broken_links": links,
                     "failures": failures,
                 },
@@ -583,11 +740,21 @@ def run(html_dir: Path, out: Path | None, chromium: str, search_word: str = "rot
             )
         )
     print(
-        f"{len(reports)} pages, {sum(r.chapter for r in reports)} chapters, "
-        f"{len(links)} broken links, in {time.monotonic() - start:.1f} s"
+        f"{len(reports)} pages at {', '.join(f'{w} px' for w in widths)}, "
+        f"{sum(r.chapter for r in reports)} chapters, {len(links)} broken links, "
+        f"in {time.monotonic() - start:.1f} s"
     )
+    if table:
+        print(table)
+    shown: dict[str, int] = {}
     for line in failures:
-        print("FAIL", line)
+        page = line.split(": ", 1)[0]
+        shown[page] = shown.get(page, 0) + 1
+        if shown[page] <= PRINTED_PER_PAGE:
+            print("FAIL", line)
+    for page, count in shown.items():
+        if count > PRINTED_PER_PAGE:
+            print(f"FAIL {page}: ... {count - PRINTED_PER_PAGE} more (report.json)")
     if out is not None:
         print(f"screenshots and report.json in {out}")
     return 1 if failures else 0
@@ -598,12 +765,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--html", type=Path, default=ROOT / "_build" / "html")
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "browser-check")
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
+    parser.add_argument(
+        "--page", action="append", help="check only this page (e.g. notebooks/09_rope)"
+    )
     args = parser.parse_args(argv)
     if not (args.html / "index.html").is_file():
         parser.error(f"no built book at {args.html} (run bash tools/build_book.sh first)")
     if not Path(args.chromium).is_file():
         parser.error(f"no Chromium at {args.chromium} (apt-get install chromium)")
-    return run(args.html, args.out, args.chromium)
+    return run(args.html, args.out, args.chromium, pages=args.page)
 
 
 if __name__ == "__main__":
