@@ -313,11 +313,17 @@ def token_heatmap(
     if ax is None:
         _, ax = figure(height=3.6)
     with mpl.rc_context(STYLE):
-        image = ax.imshow(m.numpy(), norm=norm)
-        ax.set_xticks(range(len(labels)), [repr(s) for s in labels], rotation=45, ha="right")
-        ax.set_yticks(range(len(labels)), [repr(s) for s in labels])
+        # cells fill the panel's width (a token matrix has no geometry to keep square)
+        image = ax.imshow(m.numpy(), norm=norm, aspect="auto", interpolation="none")
+        names = [repr(s) for s in labels]
+        # rotated about their right end, so each label ends under its own column and the
+        # first one (often a long start token) stays inside the figure
+        ax.set_xticks(range(len(labels)), names, rotation=30, ha="right")
+        for tick in ax.get_xticklabels():
+            tick.set_rotation_mode("anchor")
+        ax.set_yticks(range(len(labels)), names)
         ax.grid(False)
-        ax.figure.colorbar(image, ax=ax, shrink=0.8, label=label)
+        ax.figure.colorbar(image, ax=ax, label=label)
         ax.set_title(title)
     return ax
 
@@ -361,7 +367,14 @@ def overlay_vectors(
         for i, (row, label) in enumerate(zip(rows, labels, strict=True)):
             ax.plot(row.numpy(), styles[i % len(styles)], lw=1.6, label=label)
         ax.set_xlabel("feature")
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=len(rows))
+        # below the x label, whatever the height of the axes: outside the data
+        under_label = mpl.transforms.offset_copy(ax.transAxes, ax.figure, y=-36, units="points")
+        ax.legend(
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0),
+            bbox_transform=under_label,
+            ncols=min(len(rows), 3),
+        )
         ax.set_title(title)
     return ax
 

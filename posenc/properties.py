@@ -52,6 +52,7 @@ __all__ = [
     "extends_to_n_dimensions",
     "format_table",
     "linear_relation",
+    "table_cells",
     "unique_and_length_independent",
 ]
 
@@ -387,6 +388,42 @@ def format_table(results: dict[str, dict[str, Verdict]], *, evidence: bool = Fal
         scheme  1 unique  2 linear shift  3 unseen in range  4 rule  5 axial 2-D
         binary  ✓         ✗               ✓                  ✓       ✗
     """
+    header, rows = table_cells(results, evidence=evidence)
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+        for r in [header, *rows]
+    )
+
+
+def table_cells(
+    results: dict[str, dict[str, Verdict]], *, evidence: bool = False
+) -> tuple[list[str], list[list[str]]]:
+    """The heading and rows of :func:`format_table`, as strings, for a table of one's own.
+
+    ``posenc.table.Table(*table_cells(results), caption=...)`` shows them as a captioned
+    HTML table in a notebook.
+
+    Args:
+        results: ``{scheme name: check_all(scheme)}``.
+        evidence: put each verdict's measured number next to it.
+
+    Returns:
+        ``(heading, rows)``: ``["scheme", *property labels]``, and one row per scheme, its
+        name then ``"✓"`` or ``"✗"`` per property (with ``evidence``, followed by the number,
+        rounded to one significant digit).
+
+    Raises:
+        TypeError: if ``results`` is not a dict or ``evidence`` not a bool.
+        ValueError: if ``results`` is empty or the schemes were checked on different
+            properties.
+
+    Example:
+        >>> s = absolute_schemes()
+        >>> heading, rows = table_cells({"binary": check_all(s["binary"])}, evidence=True)
+        >>> heading[1], rows[0][:3]
+        ('1 unique', ['binary', '✓ 0.6', '✗ 0.6'])
+    """
     if isinstance(results, dict) and not results:
         raise ValueError("results must not be empty, got {}")
     check_dict("results", results)
@@ -394,7 +431,6 @@ def format_table(results: dict[str, dict[str, Verdict]], *, evidence: bool = Fal
     labels = list(next(iter(results.values())))
     if any(list(r) != labels for r in results.values()):
         raise ValueError("every scheme must be checked on the same properties")
-    header = ["scheme", *labels]
     rows = [
         [
             name,
@@ -405,11 +441,7 @@ def format_table(results: dict[str, dict[str, Verdict]], *, evidence: bool = Fal
         ]
         for name, verdicts in results.items()
     ]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
-        for r in [header, *rows]
-    )
+    return ["scheme", *labels], rows
 
 
 def _learned(positions: torch.Tensor, dim: int, length: int, seed: int) -> torch.Tensor:

@@ -1,13 +1,18 @@
 """Bits of a position (chapter 3): flip intervals, periods, steps, and the chapter's animations."""
 
+import base64
 import gc
+import io
+import re
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from matplotlib.animation import FuncAnimation
+from PIL import Image
 
 import posenc as pe
 from posenc.book import absolute_animations, bits
@@ -168,28 +173,67 @@ def test_bad_input_raises_a_clear_error(call, error, match):
 
 
 @pytest.mark.filterwarnings("ignore:Animation was deleted without rendering")
-def test_animations_have_few_frames_at_low_dpi():
+def test_animations_are_column_wide_at_the_css_dpi_and_open_on_the_point():
     e = torch.zeros(64)
-    made = [
-        absolute_animations.integer_encoding_animation(e, list(range(20))),
-        absolute_animations.binary_encoding_animation(e, 252),
-        absolute_animations.binary_plot_animation(5, 32),
-    ]
-    for anim in made:
+    made = {  # animation: the frame it must open on
+        absolute_animations.integer_encoding_animation(e, list(range(20))): 19,  # largest p
+        absolute_animations.binary_encoding_animation(e, 252): 9,  # the result
+        absolute_animations.binary_plot_animation(5, 32): 31,  # the whole table
+    }
+    for anim, first in made.items():
         assert isinstance(anim, FuncAnimation)
         assert anim._save_count <= absolute_animations.MAX_FRAMES
-        assert anim._fig.dpi <= 80
+        assert anim._fig.dpi == pe.plots.CSS_DPI
+        assert anim._fig.get_figwidth() == pytest.approx(pe.plots.FIGURE_WIDTH)
+        order = list(anim.new_frame_seq())
+        assert order[0] == first
+        assert sorted(order) == list(range(anim._save_count))  # every frame, once
+        assert order[order.index(0) :] == list(range(anim._save_count - order.index(0)))
         plt.close(anim._fig)
     del made, anim
     gc.collect()  # the never-rendered animations go now, while their warning is ignored
 
 
-def test_binary_plot_animation_renders_one_frame_and_is_small(tmp_path):
+def test_the_binary_plot_opens_on_the_whole_table():
     anim = absolute_animations.binary_plot_animation(3, 8)
+    (image,) = anim._fig.axes[0].get_images()
+    seen = image.get_array()  # [n, T], masked where a position is not written yet
+    assert not seen.mask.any()
+    assert seen.tolist() == pe.binary_encoding(list(range(8)), 3).T.tolist()
     html = anim.to_jshtml()
     plt.close(anim._fig)
     assert html.count("data:image/png;base64") == 8
     assert len(html) < 600_000
+
+
+def test_the_player_holds_the_frames_as_drawn_one_by_one():
+    """Saving skips matplotlib's redraw before each frame; the frames stay the same."""
+    anim = absolute_animations.binary_plot_animation(2, 3)
+    html = anim.to_jshtml().replace("\\\n", "")
+    saved = [
+        np.asarray(Image.open(io.BytesIO(base64.b64decode(b))))
+        for b in re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", html)
+    ]
+    assert len(saved) == 3
+    for frame, image in zip(anim.new_frame_seq(), saved, strict=True):
+        anim._func(frame)
+        buffer = io.BytesIO()
+        anim._fig.savefig(buffer, format="png", dpi=absolute_animations.DPI)
+        assert np.array_equal(np.asarray(Image.open(buffer)), image)
+    plt.close(anim._fig)
+
+
+def test_the_path_figure_draws_few_lines():
+    fig = absolute_animations.binary_path_figure(compare=pe.sinusoidal_encoding(64, 8))
+    (ax3,) = [a for a in fig.axes if a.name == "3d"]
+    (ax,) = [a for a in fig.axes if a.name != "3d"]
+    # the cube's 12 edges and the 7 steps are one collection each, not 19 lines
+    assert len(ax3.collections) == 3  # edges, steps, corners
+    steps = ax3.collections[1]
+    assert len(steps.get_edgecolor()) == 7  # one colour per step
+    assert len(ax.get_lines()) == 2  # binary markers, sinusoidal line
+    assert pe.plots.layout(fig).problems() == []
+    plt.close(fig)
 
 
 @pytest.mark.filterwarnings("ignore:Animation was deleted without rendering")

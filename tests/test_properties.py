@@ -58,6 +58,18 @@ def test_table_lists_every_scheme_and_property():
     assert lines[4].split()[1:] == ["✓"] * 5
 
 
+def test_table_cells_are_the_rows_of_the_text_table():
+    results = {n: P.check_all(s) for n, s in SCHEMES.items()}
+    heading, rows = P.table_cells(results, evidence=True)
+    assert heading == ["scheme", *P.PROPERTIES]
+    text = P.format_table(results, evidence=True).splitlines()
+    assert text[0].split() == " ".join(heading).split()
+    for row, line in zip(rows, text[1:], strict=True):
+        assert line.split() == " ".join(row).split()
+    table = pe.table.Table(heading, rows, caption="The checks.")
+    assert "<caption>The checks.</caption>" in table._repr_html_()
+
+
 @pytest.mark.parametrize("scale", [1e-3, 1.0, 1e3])
 def test_every_number_is_relative_to_the_encodings_scale(scale):
     base = SCHEMES["binary"]

@@ -6,8 +6,10 @@ a token (the position dwarfs it), a position written in bits and added (252 beco
 One static figure shows the path of the binary codes in 3-D and the length of each step.
 
 Each animation is a ``matplotlib.animation.FuncAnimation`` of at most
-:data:`MAX_FRAMES` frames drawn at :data:`DPI`, small enough to embed in the HTML book with
-:func:`posenc.plots.animation_html`.
+:data:`MAX_FRAMES` frames, as wide as the book's column and drawn at :data:`DPI` (the CSS
+size of the static figures, so their text is as large), small enough to embed in the HTML
+book with :func:`posenc.plots.animation_html`. Each opens on a frame that already shows its
+point (the finished picture), then plays its frames in order and loops.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 import torch
 from matplotlib.animation import FuncAnimation
 from matplotlib.lines import Line2D
+from mpl_toolkits.mplot3d.art3d import Line3DCollection
 
 from posenc import plots
 from posenc._validate import check_int, check_positions, check_sequence, check_str
@@ -38,8 +41,8 @@ __all__ = [
 MAX_FRAMES = 40
 """Most frames an animation of this chapter may have."""
 
-DPI = 72
-"""Resolution the animations are drawn at (dots per inch)."""
+DPI = plots.CSS_DPI
+"""Resolution the animations are drawn at (dots per inch): one pixel per CSS pixel."""
 
 _INTERVAL_MS = 400  # time between frames in the HTML player
 
@@ -55,7 +58,8 @@ def integer_encoding_animation(
 
     Each frame shows the first ``num_features`` features of the embedding ``e``, of the
     position vector ``PE(p) = [p, ..., p]`` and of their sum, as numbers and as bars on one
-    scale; the title gives ``||PE(p)|| / ||e||`` over all ``E`` features.
+    scale; the title gives ``||PE(p)|| / ||e||`` over all ``E`` features. The player opens on
+    the last position, where the position dwarfs the token most, then plays from the first.
 
     Args:
         embedding: the token's embedding, 1-D ``[E]``.
@@ -64,7 +68,7 @@ def integer_encoding_animation(
         num_features: features shown, ``1 .. min(E, 12)``.
 
     Returns:
-        The animation (not yet rendered).
+        The animation (not yet rendered), one frame per position.
 
     Raises:
         TypeError: if ``embedding`` is not a floating tensor or ``positions`` not integers.
@@ -90,7 +94,7 @@ def integer_encoding_animation(
         )
     e_norm = float(e.norm())
     shown = e[:num_features]  # [F]
-    fig, (ax_t, ax_b) = plots.figure(1, 2, height=3.0, width_ratios=[1.1, 1])
+    fig, (ax_t, ax_b) = plots.figure(1, 2, height=3.4, width_ratios=[1.1, 1])
     fig.set_dpi(DPI)
     with mpl.rc_context(plots.STYLE):
         table = _Table(
@@ -108,7 +112,7 @@ def integer_encoding_animation(
         ax_b.set_ylim(-0.5, float(p.max()) + 1.0)
         ax_b.set_xticks(range(num_features))
         ax_b.set_xlabel("feature")
-        ax_b.legend(loc="upper left")
+        _legend_below(ax_b, ncols=1)
 
     def draw(frame: int) -> None:
         pos = int(p[frame])
@@ -119,9 +123,9 @@ def integer_encoding_animation(
         ax_t.set_title(f"position p = {pos}", loc="left")
         for bar, value in zip(sums, total.tolist(), strict=True):
             bar.set_height(value)
-        ax_b.set_title(rf"$\|PE(p)\| \,/\, \|e\|$ = {ratio:.0f}")
+        ax_b.set_title(f"\u2016PE(p)\u2016 / \u2016e\u2016 = {ratio:.0f}")
 
-    return _animate(fig, draw, p.numel())
+    return _animate(fig, draw, p.numel(), first=p.numel() - 1)
 
 
 def binary_encoding_animation(
@@ -135,8 +139,8 @@ def binary_encoding_animation(
 
     First the bits appear one per frame, bit ``j`` being ``floor(position / 2**j) mod 2``;
     then the sums appear all at once; the last two frames hold the result, with the bits
-    also read the usual way (most significant first). The bars show that sum and embedding now share a
-    scale.
+    also read the usual way (most significant first). The bars show that sum and embedding
+    now share a scale. The player opens on the result, then takes the position apart again.
 
     Args:
         embedding: the token's embedding, 1-D ``[E]`` with ``E >= num_bits``.
@@ -170,7 +174,7 @@ def binary_encoding_animation(
     total = shown + bits
     rows = torch.arange(num_bits)
     quotients = [f"{position >> j} mod 2" for j in range(num_bits)]  # floor(position / 2^j)
-    fig, (ax_t, ax_b) = plots.figure(1, 2, height=3.0, width_ratios=[1.3, 1])
+    fig, (ax_t, ax_b) = plots.figure(1, 2, height=3.4, width_ratios=[1.3, 1])
     fig.set_dpi(DPI)
     with mpl.rc_context(plots.STYLE):
         table = _Table(
@@ -187,10 +191,10 @@ def binary_encoding_animation(
         sums = ax_b.bar(
             x + 0.2, np.zeros(num_bits), 0.4, color=plots.COLORS["blue"], label="embedding + bits"
         )
-        ax_b.set_ylim(-0.4, 1.6)
+        ax_b.set_ylim(-0.4, 1.4)
         ax_b.set_xticks(range(num_bits))
         ax_b.set_xlabel("feature j (bit j)")
-        ax_b.legend(loc="upper left", ncols=2)
+        _legend_below(ax_b, ncols=1)
         ax_b.set_title(f"position {position} in bits, added")
 
     def draw(frame: int) -> None:
@@ -207,14 +211,16 @@ def binary_encoding_animation(
         for bar, value in zip(sums, torch.nan_to_num(sum_col, nan=0.0).tolist(), strict=True):
             bar.set_height(value)
 
-    return _animate(fig, draw, num_bits + 3)
+    return _animate(fig, draw, num_bits + 3, first=num_bits + 1)
 
 
 def binary_plot_animation(num_bits: int = 5, num_positions: int = 32) -> FuncAnimation:
     """The bits of positions ``0 .. num_positions - 1``, one more position per frame.
 
-    Left: the codes so far as a heat map (positions across, bit 0 on top). Right: the bits
-    of the newest position as bars. The stripes double in width from one bit to the next.
+    The codes so far are a table, positions across and bit 0 on top, each cell coloured by
+    its bit; the newest position's column is outlined, its bits written in it and its code
+    in the title. The stripes double in width from one bit to the next. The player
+    opens on the finished table, then writes it again from position 0.
 
     Args:
         num_bits: bits per code, ``1 .. 12``.
@@ -243,54 +249,66 @@ def binary_plot_animation(num_bits: int = 5, num_positions: int = 32) -> FuncAni
             f"got num_positions={num_positions}"
         )
     codes = binary_encoding(list(range(num_positions)), num_bits)  # [T, n]
-    fig, (ax_h, ax_b) = plots.figure(1, 2, height=2.7, width_ratios=[2.2, 1])
+    fig, ax = plots.figure(height=0.9 + 0.3 * num_bits)
     fig.set_dpi(DPI)
-    cmap = mpl.colormaps["Blues"].with_extremes(bad="#f4f5f7")
+    cmap = mpl.colormaps[plots.SEQUENTIAL].with_extremes(bad="#f4f5f7")
     with mpl.rc_context(plots.STYLE):
-        image = ax_h.imshow(
+        image = ax.imshow(
             np.full((num_bits, num_positions), np.nan),  # [n, T]: positions across
             cmap=cmap,
-            vmin=-0.3,
-            vmax=1.0,
+            vmin=-0.25,  # 0 and 1 away from the map's darkest and lightest ends
+            vmax=1.25,
             aspect="auto",
             interpolation="none",
         )
-        ax_h.grid(False)
-        ax_h.set_yticks(range(num_bits), [f"bit {j}" for j in range(num_bits)])
-        ax_h.set_xlabel("position p")
-        bars = ax_b.barh(range(num_bits), np.zeros(num_bits), color=plots.COLORS["blue"])
-        ax_b.set_xlim(0, 1.1)
-        ax_b.set_ylim(num_bits - 0.5, -0.5)
-        ax_b.set_yticks(range(num_bits), [f"$2^{{{j}}}$" for j in range(num_bits)])
-        ax_b.set_xticks([0, 1])
+        ax.grid(False)
+        ax.set_yticks(range(num_bits), [f"bit {j}" for j in range(num_bits)])
+        ax.set_xticks(range(0, num_positions, max(1, num_positions // 16)))
+        ax.set_xlabel("position p")
+        digits = [ax.text(0, j, "", ha="center", va="center") for j in range(num_bits)]
+        newest = mpl.patches.Rectangle(
+            (-0.5, -0.5), 1, num_bits, fill=False, edgecolor=plots.COLORS["red"], lw=2.5
+        )
+        ax.add_patch(newest)
 
     def draw(frame: int) -> None:
         seen = codes.T.clone().numpy()  # [n, T]
         seen[:, frame + 1 :] = np.nan
         image.set_data(seen)
-        ax_h.set_title(f"bits of positions 0 .. {frame}")
-        for bar, value in zip(bars, codes[frame].tolist(), strict=True):
-            bar.set_width(value)
-        ax_b.set_title(f"p = {frame} = 0b{to_bitstring(frame, num_bits)}")
+        for j, digit in enumerate(digits):  # the newest code, written out
+            bit = int(codes[frame, j])
+            digit.set_text(str(bit))
+            digit.set_x(frame)
+            digit.set_color("white" if bit == 0 else plots.COLORS["ink"])
+        newest.set_x(frame - 0.5)
+        ax.set_title(
+            f"bits of positions 0 .. {frame}; the newest, "
+            f"p = {frame} = 0b{to_bitstring(frame, num_bits)}"
+        )
 
-    return _animate(fig, draw, num_positions)
+    return _animate(fig, draw, num_positions, first=num_positions - 1)
 
 
-def _cube_path(ax3, points: torch.Tensor) -> None:
+def _cube_path(ax3, points: torch.Tensor) -> list[Line2D]:
     """The path of the codes ``points [8, 3]`` along the edges of the unit cube, each step
-    coloured by how many bits it flips."""
+    coloured by how many bits it flips; returns the legend's handles."""
     colors = {1: plots.COLORS["green"], 2: plots.COLORS["orange"], 3: plots.COLORS["red"]}
-    for a in points.tolist():  # the edges of the cube, faint
-        for b in points.tolist():
-            if sum(x != y for x, y in zip(a, b, strict=True)) == 1 and a < b:
-                ax3.plot(*zip(a, b, strict=True), color="#b8bcc2", lw=0.9, ls=":")
-    for p, length in enumerate(step_lengths(points).tolist()):
-        flipped = round(length**2)
-        a, b = points[p], points[p + 1]
-        ax3.plot(*zip(a.tolist(), b.tolist(), strict=True), color=colors[flipped], lw=2.2)
+    corners = points.tolist()
+    edges = [  # the edges of the cube, faint: one collection, not twelve lines
+        (a, b)
+        for a in corners
+        for b in corners
+        if a < b and sum(x != y for x, y in zip(a, b, strict=True)) == 1
+    ]
+    ax3.add_collection3d(Line3DCollection(edges, colors="#b8bcc2", linewidths=0.9, linestyles=":"))
+    flipped = [round(length**2) for length in step_lengths(points).tolist()]  # [7]
+    steps = [(corners[p], corners[p + 1]) for p in range(len(flipped))]
+    ax3.add_collection3d(
+        Line3DCollection(steps, colors=[colors[k] for k in flipped], linewidths=2.2)
+    )
     ax3.scatter(*points.T.tolist(), color=plots.COLORS["ink"], s=18, depthshade=False)
-    for p, xyz in enumerate(points.tolist()):
-        ax3.text(*[c + 0.06 for c in xyz], str(p), fontsize=9)
+    for p, xyz in enumerate(corners):
+        ax3.text(*[c + 0.06 for c in xyz], str(p))
     ax3.set_xlabel("bit 0")
     ax3.set_ylabel("bit 1")
     ax3.set_zlabel("bit 2")
@@ -298,13 +316,12 @@ def _cube_path(ax3, points: torch.Tensor) -> None:
     ax3.set_yticks([0, 1])
     ax3.set_zticks([0, 1])
     ax3.view_init(elev=22, azim=-58)
-    ax3.set_box_aspect(None, zoom=0.88)
-    handles = [
+    ax3.set_box_aspect(None, zoom=0.85)
+    ax3.set_title("3-bit codes of positions 0..7")
+    return [
         Line2D([], [], color=colors[k], lw=2.2, label=f"{k} bit{'s' if k > 1 else ''}")
         for k in (1, 2, 3)
     ]
-    ax3.legend(handles=handles, loc="upper left", fontsize=8, title="step flips")
-    ax3.set_title("3-bit codes of positions 0..7")
 
 
 def binary_path_figure(
@@ -317,9 +334,10 @@ def binary_path_figure(
     """The binary path in 3-D, and the length of every step between neighbours.
 
     Left: the codes of positions ``0 .. 7`` (3 bits) as corners of the unit cube, joined
-    in order, each segment coloured by its length. Right: ``||code(p + 1) - code(p)||`` for
-    every ``p`` of a ``step_bits``-bit code, and, if given, the same for another encoding
-    (its first ``2**step_bits - 1`` steps).
+    in order, each segment coloured by how many bits it flips. Right:
+    ``||code(p + 1) - code(p)||`` for every ``p`` of a ``step_bits``-bit code, and, if given,
+    the same for another encoding (its first ``2**step_bits - 1`` steps). The legends are
+    under the panels.
 
     Args:
         path_bits: bits of the 3-D path; must be 3 (one axis per bit).
@@ -354,7 +372,14 @@ def binary_path_figure(
     axes[0].remove()
     with mpl.rc_context(plots.STYLE):
         ax3 = fig.add_subplot(1, 2, 1, projection="3d")
-        _cube_path(ax3, points)
+        handles = _cube_path(ax3, points)
+        ax3.legend(
+            handles=handles,
+            title="bits flipped by the step",
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.02),
+            ncols=3,
+        )
         ax = axes[1]
         ax.vlines(range(steps.numel()), 0, steps.numpy(), color=plots.COLORS["blue"], lw=1.2)
         ax.plot(
@@ -366,9 +391,15 @@ def binary_path_figure(
         ax.set_ylim(0, None)
         ax.set_xlabel("position p")
         ax.set_ylabel("||code(p+1) - code(p)||")
-        ax.legend(loc="upper left")
+        _legend_below(ax, ncols=1)
         ax.set_title("length of each step")
     return fig
+
+
+def _legend_below(ax, *, ncols: int) -> None:
+    """The axes' legend under its x label, outside the data, whatever the axes' height."""
+    under_label = mpl.transforms.offset_copy(ax.transAxes, ax.figure, y=-36, units="points")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=under_label, ncols=ncols)
 
 
 def _check_embedding(embedding: object) -> torch.Tensor:
@@ -424,16 +455,47 @@ class _Table:
                 cell.set_text(note)
 
 
-def _animate(fig, draw, frames: int) -> FuncAnimation:
-    """Lay the figure out once, then freeze the layout so frames only redraw."""
+def _animate(fig, draw, frames: int, *, first: int) -> FuncAnimation:
+    """Lay the figure out once, then freeze the layout so frames only redraw.
+
+    The frames play in order, ``0 .. frames - 1``, looping; the player opens on frame
+    ``first`` (a frame that already shows the point), so the sequence is rotated to start
+    there: ``first, first + 1, ..., frames - 1, 0, ..., first - 1``.
+    """
 
     def styled(frame: int) -> None:
         with mpl.rc_context(plots.STYLE):
             draw(frame)
 
-    styled(0)
+    styled(first)
     fig.canvas.draw()
-    fig.set_layout_engine("none")
-    return FuncAnimation(
-        fig, styled, frames=frames, interval=_INTERVAL_MS, repeat=True, cache_frame_data=False
+    # no engine at all (not "none", which keeps a placeholder): savefig then skips the
+    # extra layout pass it makes for an engine, a third of the cost of every frame
+    fig.set_layout_engine(None)
+    order = [(first + k) % frames for k in range(frames)]
+    return _SavedOnce(
+        fig, styled, frames=order, interval=_INTERVAL_MS, repeat=True, cache_frame_data=False
     )
+
+
+class _SavedOnce(FuncAnimation):
+    """A ``FuncAnimation`` whose frames are drawn once each while it is saved.
+
+    After updating a frame, matplotlib redraws the canvas for a live window, and then the
+    writer draws the frame again to save it: while saving (``to_jshtml`` included), the
+    first of the two draws is skipped, which halves the cost of a player. The saved frames
+    are the same; played live, the animation redraws as usual.
+    """
+
+    _saving = False
+
+    def save(self, *args, **kwargs):
+        self._saving = True
+        try:
+            return super().save(*args, **kwargs)
+        finally:
+            self._saving = False
+
+    def _post_draw(self, framedata, blit) -> None:
+        if not self._saving:
+            super()._post_draw(framedata, blit)
