@@ -200,7 +200,7 @@ def test_figures_draw():
     assert len(context.terms_figure(terms, ["a", "b", "c"]).axes) == 6
     pairs = context.ScoreTerms(*draw(1, 4, 5))
     fig = context.pair_terms_figure(list(range(5)), pairs, rope_scores=draw(2, 5))
-    assert len(fig.axes[0].lines) == 7  # four terms, the sum, RoPE, the zero line
+    assert len(fig.axes[0].lines) == 6  # four terms, the sum, RoPE
     assert len(context.dot_product_figure((1.0, 0.0), (0.0, 2.0), 30.0).axes) == 2
 
 

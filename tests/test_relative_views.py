@@ -217,13 +217,14 @@ def test_decoder_buckets_send_every_key_after_the_query_to_bucket_0():
     assert rows[1]["lo"] == rows[1]["hi"] == -1
 
 
-def test_format_bucket_table_lines():
-    table = rv.format_bucket_table(rv.bucket_ranges())
-    lines = table.splitlines()
-    assert len(lines) == 17  # header + 16 pairs of buckets
-    assert "(empty)" in lines[1] and ">= 91" in lines[-1] and "<= -91" in lines[-1]
-    odd = rv.format_bucket_table(rv.bucket_ranges(bidirectional=False, num_buckets=5))
-    assert len(odd.splitlines()) == 6
+def test_bucket_table_rows():
+    table = rv.bucket_table(rv.bucket_ranges())
+    assert len(table.rows) == 16  # 16 pairs of buckets, b beside b + 16
+    assert table.rows[0] == ["0", "0", "1", "16", "none", "0"]
+    assert table.rows[-1] == ["15", "≤ -91", "∞", "31", "≥ 91", "∞"]
+    assert "<caption>" in table._repr_html_() and "32 T5 buckets" in table.caption
+    odd = rv.bucket_table(rv.bucket_ranges(bidirectional=False, num_buckets=5), caption="Five.")
+    assert len(odd.rows) == 5 and len(odd.columns) == 3 and odd.caption == "Five."
 
 
 # --- the shift experiment --------------------------------------------------------------------
@@ -306,6 +307,9 @@ def test_figures_draw():
     assert len(rv.alibi_figure(10, 8, heads=(0, 7)).axes) == 4
     fig = rv.shift_figure({"T5": [0.0, 0.0], "sinusoidal": [0.1, 0.2]}, [1, 2])
     assert len(fig.axes[0].lines) == 2
+    same = {"T5": [0.0, 0.0], "RoPE": [1e-17, 0.0], "ALiBi": [0.0, 0.0], "learned": [0.5, 0.9]}
+    labels = [line.get_label() for line in rv.shift_figure(same, [1, 2]).axes[0].lines]
+    assert labels == ["T5, RoPE, ALiBi", "learned"]  # curves equal up to rounding share a line
 
 
 # --- bad input -------------------------------------------------------------------------------
@@ -356,7 +360,7 @@ def test_bad_input_raises_clear_errors(setup):
     with pytest.raises(TypeError, match="dtype must be a floating"):
         rv.make_shift_setup(4, dtype=torch.int64)
     with pytest.raises(ValueError, match="rows must be bucket_ranges"):
-        rv.format_bucket_table([])
+        rv.bucket_table([])
     with pytest.raises(ValueError, match="num_buckets must be even"):
         rv.bucket_ranges(num_buckets=31)
     with pytest.raises(ValueError, match="heads must name 1 to 3 heads"):
@@ -367,3 +371,7 @@ def test_bad_input_raises_clear_errors(setup):
         rv.t5_figure(8, head=1)
     with pytest.raises(ValueError, match="changes\\['T5'\\] has 1 entries"):
         rv.shift_figure({"T5": [0.0]}, [1, 2])
+    with pytest.raises(TypeError, match="caption must be a string"):
+        rv.bucket_table(rv.bucket_ranges(), caption=3)
+    with pytest.raises(ValueError, match="changes must hold at most 6 distinct curves"):
+        rv.shift_figure({f"s{i}": [float(i)] for i in range(7)}, [1])

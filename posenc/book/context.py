@@ -427,6 +427,10 @@ def rope_pair_scores(
 def terms_figure(terms: ScoreTerms, labels: Sequence[str]):
     """Heat maps of the four terms and their sum on one colour scale.
 
+    The four terms sit as in the sum's expansion: rows by what the query brings (content,
+    then position), columns by what the key brings; the sum is below, beside the colour bar.
+    Queries run down, keys across.
+
     Args:
         terms: from :func:`score_terms`, each ``[T, T]``.
         labels: ``T`` token labels.
@@ -440,6 +444,8 @@ def terms_figure(terms: ScoreTerms, labels: Sequence[str]):
     Example:
         >>> t = ScoreTerms(*torch.randn(4, 3, 3))
         >>> fig = terms_figure(t, ["a", "b", "c"])
+        >>> len(fig.axes)  # five panels and the colour bar
+        6
         >>> import matplotlib.pyplot as plt; plt.close(fig)
     """
     if not isinstance(terms, ScoreTerms):
@@ -451,19 +457,31 @@ def terms_figure(terms: ScoreTerms, labels: Sequence[str]):
     if len(labels) != mats[0].shape[0]:
         raise ValueError(f"labels must have T={mats[0].shape[0]} entries, got {len(labels)}")
     limit = max(float(m.abs().max()) for m in mats) or 1.0
-    fig, axes = plots.figure(1, 5, height=3.3)
-    titles = [*TERM_NAMES, "sum: the score"]
+    n = len(labels)
+    fig, grid = plots.figure(3, 2, height=2.1 * 3 + 0.15 * n, squeeze=False)
+    panels = [grid[0, 0], grid[0, 1], grid[1, 0], grid[1, 1], grid[2, 0]]
+    titles = [*TERM_NAMES, "sum: the score q . k"]
+    names = [s.strip() or repr(s) for s in labels]
     with mpl.rc_context(plots.STYLE):
-        for ax, m, title in zip(axes, mats, titles, strict=True):
+        for ax, m, title in zip(panels, mats, titles, strict=True):
             image = ax.imshow(
-                m.detach().float().cpu().numpy(), cmap="coolwarm", vmin=-limit, vmax=limit
+                m.detach().float().cpu().numpy(),
+                cmap=plots.DIVERGING,
+                vmin=-limit,
+                vmax=limit,
+                aspect="auto",
             )
             ax.grid(False)
-            ax.set_title(title, fontsize=9)
-            ticks = range(len(labels))
-            ax.set_xticks(ticks, [s.strip() or repr(s) for s in labels], rotation=90, fontsize=7)
-            ax.set_yticks(ticks, [s.strip() or repr(s) for s in labels], fontsize=7)
-        fig.colorbar(image, ax=list(axes), shrink=0.8, label="q . k")
+            ax.set_title(title)
+            ax.set_yticks(range(n), names if ax in (grid[0, 0], grid[1, 0], grid[2, 0]) else [])
+            below = ax in (grid[1, 1], grid[2, 0])  # the lowest panel of each column
+            ax.set_xticks(range(n), names if below else [], rotation=90)
+        grid[2, 0].set_xlabel("key")
+        grid[2, 0].set_ylabel("query")
+        slot = grid[2, 1].get_subplotspec()
+        grid[2, 1].remove()  # the colour bar takes a thin strip of the free slot
+        bar = fig.add_subplot(slot.subgridspec(3, 1, height_ratios=[2, 1, 5])[1])
+        fig.colorbar(image, cax=bar, orientation="horizontal", label="q . k (every panel)")
     return fig
 
 
@@ -517,11 +535,10 @@ def pair_terms_figure(
                 lw=2.0,
                 label="score with RoPE",
             )
-        ax.axhline(0.0, color=plots.COLORS["grey"], lw=0.8)
         ax.set_xlabel("query position m (key at m + offset)")
         ax.set_ylabel("q . k")
         ax.set_title("one pair of words, same distance, different places")
-        ax.legend(fontsize=8, ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.22))
+        ax.legend(ncols=3, loc="upper center", bbox_to_anchor=(0.5, -0.22))
     return fig
 
 
@@ -560,15 +577,15 @@ def dot_product_figure(a=(1.0, 0.4), b=(0.3, 1.1), angle: float = 60.0):
         raise TypeError(f"angle must be a finite number of degrees, got {angle!r}")
     r = rotation_matrix(torch.tensor(math.radians(angle), dtype=torch.float64))
     rb, ra = r @ vb, r @ va
-    fig, (ax_p, ax_c) = plots.figure(1, 2, height=3.8, width_ratios=[1, 1.3])
+    fig, (ax_p, ax_c) = plots.figure(1, 2, height=4.9)
     colors = plots.COLORS
     with mpl.rc_context(plots.STYLE):
         reach = 1.15 * float(max(va.norm(), vb.norm()))
         for v, color, style, label in (
-            (va, colors["blue"], "-", f"a  (a.b = {float(va @ vb):.2f})"),
+            (va, colors["blue"], "-", f"a  (a . b = {float(va @ vb):.2f})"),
             (vb, colors["orange"], "-", "b"),
-            (rb, colors["red"], "-", f"R b  (a.Rb = {float(va @ rb):.2f})"),
-            (ra, colors["blue"], ":", f"R a: both turned  (Ra.Rb = {float(ra @ rb):.2f})"),
+            (rb, colors["red"], "-", f"R b: b turned  (a . Rb = {float(va @ rb):.2f})"),
+            (ra, colors["blue"], ":", f"R a: both turned  (Ra . Rb = {float(ra @ rb):.2f})"),
         ):
             ax_p.annotate(
                 "",
@@ -589,17 +606,17 @@ def dot_product_figure(a=(1.0, 0.4), b=(0.3, 1.1), angle: float = 60.0):
         ax_p.set_ylim(-reach, reach)
         ax_p.set_aspect("equal")
         ax_p.set_title(f"turn by {angle:g} degrees")
-        ax_p.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08))
         turns = torch.linspace(0, 360, 181, dtype=torch.float64)
         rs = rotation_matrix(turns.deg2rad())  # [N, 2, 2]
         scores = (rs @ vb) @ va  # [N]
-        ax_c.plot(turns, scores, color=colors["red"], lw=2, label="a . R(t) b")
+        ax_c.plot(turns, scores, color=colors["red"], lw=2, label="a . R(t) b, every turn t")
         amp = float(va.norm() * vb.norm())
         ax_c.axhline(amp, color=colors["grey"], ls="--", lw=1, label="+-|a||b|")
         ax_c.axhline(-amp, color=colors["grey"], ls="--", lw=1)
-        ax_c.axvline(angle, color=colors["green"], lw=1)
+        ax_c.axvline(angle, color=colors["green"], lw=1, label=f"t = {angle:g} degrees")
         ax_c.set_xlabel("turn t of b (degrees)")
         ax_c.set_ylabel("score")
         ax_c.set_title("the score follows the angle")
-        ax_c.legend(fontsize=8, loc="lower right")
+        handles = [*ax_p.get_legend_handles_labels()[0], *ax_c.get_legend_handles_labels()[0]]
+        fig.legend(handles=handles, loc="outside lower center", ncols=2)
     return fig

@@ -9,7 +9,7 @@ things from any integer ``positions``:
 - :func:`clipped_bias`, :func:`t5_bias_at`, :func:`alibi_bias_at`: additive score biases
   ``[H, T, T]`` at given positions (a clipped per-offset table, T5's buckets, ALiBi);
 - :func:`shaw_attention_at` and :func:`biased_attention`: attention with those ingredients;
-- :func:`bucket_ranges` and :func:`format_bucket_table`: which offsets share a T5 bucket;
+- :func:`bucket_ranges` and :func:`bucket_table`: which offsets share a T5 bucket;
 - :func:`t5_figure`, :func:`alibi_figure`: heat maps of the biases;
 - :func:`make_shift_setup`, :func:`attention_at`, :func:`shift_change`,
   :func:`shift_changes`, :func:`format_shift_table`, :func:`shift_figure`: the shift
@@ -43,6 +43,7 @@ from posenc._validate import (
 from posenc.encodings import sinusoidal_encoding
 from posenc.relative import _check_slopes, alibi_slopes, t5_bucket
 from posenc.rope import apply_rope
+from posenc.table import Table
 
 __all__ = [
     "SCHEMES",
@@ -52,9 +53,9 @@ __all__ = [
     "attention_at",
     "biased_attention",
     "bucket_ranges",
+    "bucket_table",
     "clipped_bias",
     "clipped_offset_indices",
-    "format_bucket_table",
     "format_shift_table",
     "make_shift_setup",
     "offset_matrix",
@@ -393,33 +394,44 @@ def bucket_ranges(
 def _range_text(row: dict) -> str:
     lo, hi = row["lo"], row["hi"]
     if row["count"] == 0:
-        return "(empty)"
+        return "none"
     if lo is None:
-        return f"<= {hi}"
+        return f"≤ {hi}"
     if hi is None:
-        return f">= {lo}"
+        return f"≥ {lo}"
     if lo == hi:
         return f"{lo}"
-    return f"{lo} .. {hi}"
+    return f"{lo} to {hi}"
 
 
-def format_bucket_table(rows: Sequence[dict]) -> str:
-    """A text table of :func:`bucket_ranges`; two buckets halves side by side when even.
+def bucket_table(rows: Sequence[dict], *, caption: str | None = None) -> Table:
+    """A captioned table of :func:`bucket_ranges`: the offsets in each T5 bucket.
+
+    With an even number of buckets ``n``, bucket ``b`` and bucket ``b + n/2`` share a row
+    (for the encoder: a key before the query and its mirror image after it), so 32 buckets
+    take 16 rows. A bucket that runs to infinity has the count ``∞``; an empty one
+    holds ``none``.
 
     Args:
         rows: the output of :func:`bucket_ranges`.
+        caption: the table's caption; by default one is written from ``rows``.
 
     Returns:
-        The table, one line per bucket (or per pair of buckets ``b`` and ``b + n/2``).
+        A :class:`posenc.table.Table` (HTML in a notebook, aligned text when printed).
 
     Raises:
+        TypeError: if ``caption`` is not a string.
         ValueError: if ``rows`` is empty or its buckets are not ``0 .. n-1`` in order.
 
     Example:
-        >>> print(format_bucket_table(bucket_ranges(num_buckets=4, max_distance=4)))
-        bucket  offsets j - i   count | bucket  offsets j - i   count
-             0  0                   1 |      2  (empty)             0
-             1  <= -1                 |      3  >= 1
+        >>> table = bucket_table(bucket_ranges(num_buckets=4, max_distance=4))
+        >>> print(table)  # doctest: +NORMALIZE_WHITESPACE
+        The offsets j - i that fall in each of 4 T5 buckets: bucket b (keys at or before
+        the query) beside bucket b + 2 (keys after it); ∞: the bucket takes every offset
+        farther out.
+        bucket  offsets j - i  count  bucket  offsets j - i  count
+             0  0                  1       2  none               0
+             1  ≤ -1               ∞       3  ≥ 1                ∞
     """
     if isinstance(rows, (list, tuple)) and not rows:
         raise ValueError(f"rows must be bucket_ranges() output, got an empty {rows!r}")
@@ -430,32 +442,49 @@ def format_bucket_table(rows: Sequence[dict]) -> str:
         raise ValueError(
             f"rows must be bucket_ranges() output: buckets 0 .. n-1 in order, got {rows!r:.80}"
         )
+    if caption is not None and not isinstance(caption, str):
+        raise TypeError(f"caption must be a string or None, got {type(caption).__name__}")
 
-    def cell(r: dict) -> str:
-        count = "" if r["count"] is None else str(r["count"])
-        return f"{r['bucket']:>6}  {_range_text(r):<14}{count:>6}"
+    def cells(r: dict) -> list:
+        count = "∞" if r["count"] is None else r["count"]
+        return [r["bucket"], _range_text(r), count]
 
-    head = f"{'bucket':>6}  {'offsets j - i':<14}{'count':>6}"
     n = len(rows)
+    columns = ["bucket", "offsets j - i", "count"]
+    farther = (
+        "; ∞: the bucket takes every offset farther out"
+        if any(r["count"] is None for r in rows)
+        else ""
+    )
     if n % 2:
-        return "\n".join([head] + [cell(r).rstrip() for r in rows])
-    half = n // 2
-    lines = [f"{head} | {head}"]
-    lines += [f"{cell(rows[b])} | {cell(rows[b + half])}".rstrip() for b in range(half)]
-    return "\n".join(lines)
+        body = [cells(r) for r in rows]
+        shown = f"The offsets j - i that fall in each of {n} T5 buckets{farther}."
+    else:
+        half = n // 2
+        columns = columns * 2
+        body = [cells(rows[b]) + cells(rows[b + half]) for b in range(half)]
+        after = any(r["lo"] is not None and r["lo"] > 0 for r in rows[half:])
+        sides = " (keys at or before the query)", " (keys after it)"
+        shown = (
+            f"The offsets j - i that fall in each of {n} T5 buckets: bucket b"
+            f"{sides[0] if after else ''} beside bucket b + {half}"
+            f"{sides[1] if after else ''}{farther}."
+        )
+    align = ["right", "left", "right"] * (len(columns) // 3)
+    return Table(columns, body, caption=shown if caption is None else caption, align=align)
 
 
 # --- figures ----------------------------------------------------------------------------------
 
 
-def _matrix_panel(ax, matrix: torch.Tensor, title: str, label: str, cmap: str) -> None:
+def _matrix_panel(ax, matrix: torch.Tensor, title: str, label: str, **style) -> None:
     with mpl.rc_context(plots.STYLE):
-        image = ax.imshow(matrix.detach().float().cpu().numpy(), cmap=cmap)
+        image = ax.imshow(matrix.detach().float().cpu().numpy(), **style)
         ax.grid(False)
         ax.set_xlabel("key position j")
         ax.set_ylabel("query position i")
         ax.set_title(title)
-        ax.figure.colorbar(image, ax=ax, shrink=0.85, label=label)
+        ax.figure.colorbar(image, ax=ax, location="bottom", shrink=0.85, label=label)
 
 
 def t5_figure(
@@ -498,19 +527,33 @@ def t5_figure(
         offset_matrix(positions), num_buckets=table.shape[0], max_distance=max_distance
     )
     bias = t5_bias_at(positions, table, max_distance=max_distance)[head]
-    fig, (ax_b, ax_v) = plots.figure(1, 2, height=3.8)
-    _matrix_panel(ax_b, buckets, "bucket of j - i", "bucket", "viridis")
-    _matrix_panel(ax_v, bias, f"bias of head {head + 1} (its table column)", "bias", "coolwarm")
+    limit = float(bias.abs().max()) or 1.0
+    fig, (ax_b, ax_v) = plots.figure(1, 2, height=4.9)
+    _matrix_panel(ax_b, buckets, "bucket of j - i", "bucket", cmap=plots.SEQUENTIAL)
+    _matrix_panel(
+        ax_v,
+        bias,
+        f"bias of head {head + 1}",
+        "bias (the head's table entry)",
+        cmap=plots.DIVERGING,
+        vmin=-limit,
+        vmax=limit,
+    )
     return fig
 
 
 def alibi_figure(num_positions: int = 24, num_heads: int = 8, *, heads=(0, 3, 7)):
-    """ALiBi's causal bias for a few heads, and each head's penalty against distance.
+    """ALiBi's causal bias for a few heads, and every head's penalty against distance.
+
+    Drawn as the factor ``exp(bias)`` that the bias puts on a key's softmax weight (1 at
+    distance 0, 0 where a key is masked out), on one colour scale: a 2 x 2 grid of the
+    ``[T, T]`` factors of up to three heads (masked keys left blank), then a panel with
+    one row per head: its factor at each distance ``i - j``.
 
     Args:
         num_positions: ``T`` (at least 2).
         num_heads: ``H``; slopes from :func:`posenc.relative.alibi_slopes`.
-        heads: up to three heads to draw as heat maps (masked keys left blank).
+        heads: up to three heads to draw as heat maps.
 
     Returns:
         The figure.
@@ -520,6 +563,8 @@ def alibi_figure(num_positions: int = 24, num_heads: int = 8, *, heads=(0, 3, 7)
 
     Example:
         >>> fig = alibi_figure(8, 4, heads=(0, 3))
+        >>> len(fig.axes)  # two heads, the penalty panel, the colour bar
+        4
         >>> import matplotlib.pyplot as plt; plt.close(fig)
     """
     check_int("num_positions", num_positions, minimum=2)
@@ -530,28 +575,37 @@ def alibi_figure(num_positions: int = 24, num_heads: int = 8, *, heads=(0, 3, 7)
     for h in heads:
         if h >= num_heads:
             raise ValueError(f"heads entries must be below H={num_heads}, got {h}")
-    bias = alibi_bias_at(list(range(num_positions)), slopes)  # [H, T, T]
-    fig, axes = plots.figure(1, len(heads) + 1, height=3.2)
-    low = float(bias[heads].masked_fill(bias[heads].isinf(), 0).min())
+    factor = alibi_bias_at(list(range(num_positions)), slopes).exp()  # [H, T, T], 0 masked
+    distance = torch.arange(num_positions, dtype=torch.float64)
+    reach = (-slopes[:, None] * distance).exp()  # [H, T]: every head's factor at each distance
+    rows = (len(heads) + 2) // 2
+    fig, axes = plots.figure(rows, 2, height=3.0 * rows + 0.9, squeeze=False)
+    axes = axes.ravel()
+    scale = {"cmap": plots.SEQUENTIAL, "vmin": 0.0, "vmax": 1.0, "aspect": "auto"}
     with mpl.rc_context(plots.STYLE):
-        for ax, h in zip(axes[:-1], heads, strict=True):
-            shown = bias[h].masked_fill(bias[h].isinf(), float("nan"))
-            image = ax.imshow(shown.float().numpy(), cmap="magma", vmin=low, vmax=0.0)
+        for ax, h in zip(axes, heads, strict=False):
+            shown = factor[h].masked_fill(factor[h] == 0, float("nan"))
+            image = ax.imshow(shown.float().numpy(), **scale)
             ax.grid(False)
             ax.set_title(f"head {h + 1}: slope 1/{1 / float(slopes[h]):.3g}")
             ax.set_xlabel("key j")
             ax.set_ylabel("query i")
-        fig.colorbar(image, ax=list(axes[:-1]), shrink=0.85, label="bias")
-        ax = axes[-1]
-        distance = torch.arange(num_positions, dtype=torch.float64)
-        shades = mpl.colormaps["viridis"](torch.linspace(0.0, 0.9, num_heads).tolist())
-        for h in range(num_heads):
-            label = f"1/{1 / float(slopes[h]):.3g}"
-            ax.plot(distance, -slopes[h] * distance, lw=1.4, color=shades[h], label=label)
+        ax = axes[len(heads)]
+        ax.imshow(reach.float().numpy(), **scale)
+        ax.grid(False)
+        ax.set_yticks(range(num_heads), [str(h + 1) for h in range(num_heads)])
         ax.set_xlabel("distance i - j")
-        ax.set_ylabel("bias")
-        ax.set_title("penalty per head")
-        ax.legend(fontsize=7, ncols=2, loc="lower left")
+        ax.set_ylabel("head")
+        ax.set_title("every head, by distance")
+        for spare in axes[len(heads) + 1 :]:
+            spare.remove()
+        fig.colorbar(
+            image,
+            ax=list(axes[: len(heads) + 1]),
+            location="bottom",
+            shrink=0.6,
+            label="exp(bias): factor on a key's softmax weight",
+        )
     return fig
 
 
@@ -860,21 +914,33 @@ def format_shift_table(
     return "\n".join(lines)
 
 
-def shift_figure(changes: dict[str, list[float]], shifts: Sequence[int]):
-    """The largest change of attention against the shift, one line per scheme.
+def shift_figure(
+    changes: dict[str, list[float]], shifts: Sequence[int], *, tolerance: float = 1e-9
+):
+    """The largest change of attention against the shift, one line per distinct curve.
+
+    Schemes whose changes agree within ``tolerance`` at every shift (e.g. all 0 up to
+    rounding) share one line, labelled with all their names, so the lines stay few and
+    none hides another.
 
     Args:
         changes: from :func:`shift_changes` with the same ``shifts``.
         shifts: the shifts, for the horizontal axis.
+        tolerance: the largest difference counted as rounding, as in
+            :func:`format_shift_table`.
 
     Returns:
         The figure.
 
     Raises:
-        ValueError: if a scheme's list does not match ``shifts``.
+        ValueError: if a scheme's list does not match ``shifts``, the schemes draw more
+            than six distinct curves, or ``tolerance`` is not positive.
 
     Example:
-        >>> fig = shift_figure({"T5": [0.0, 0.0]}, [1, 2])
+        >>> changes = {"T5": [0.0, 0.0], "RoPE": [1e-16, 0.0], "learned": [0.1, 0.3]}
+        >>> fig = shift_figure(changes, [1, 2])
+        >>> [line.get_label() for line in fig.axes[0].lines]
+        ['T5, RoPE', 'learned']
         >>> import matplotlib.pyplot as plt; plt.close(fig)
     """
     check_dict("changes", changes)
@@ -884,22 +950,36 @@ def shift_figure(changes: dict[str, list[float]], shifts: Sequence[int]):
             raise ValueError(
                 f"changes[{name!r}] has {len(values)} entries for {len(shifts)} shifts"
             )
-    fig, ax = plots.figure(height=3.2)
+    check_real("tolerance", tolerance, positive=True)
+    curves: list[tuple[list[float], list[str]]] = []  # (values, names), one per line
+    for name, values in changes.items():
+        values = [float(v) for v in values]
+        for shown, names in curves:
+            if all(abs(a - b) <= tolerance for a, b in zip(shown, values, strict=True)):
+                names.append(name)
+                break
+        else:
+            curves.append((values, [name]))
+    if len(curves) > plots.MAX_LINES:
+        raise ValueError(
+            f"changes must hold at most {plots.MAX_LINES} distinct curves, got {len(curves)}"
+        )
+    fig, ax = plots.figure(height=3.6)
+    palette = [plots.COLORS[c] for c in ("blue", "orange", "red", "green", "purple", "sky")]
+    markers = ["o", "s", "^", "D", "v", "P"]
     with mpl.rc_context(plots.STYLE):
-        colors = mpl.colormaps["tab10"].colors
-        markers = ["o", "s", "^", "v", "D", "P", "X", "*"]
-        for n, (name, values) in enumerate(changes.items()):
+        for n, (values, names) in enumerate(curves):
             ax.plot(
                 list(shifts),
                 values,
-                lw=1.4,
-                label=name,
-                color=colors[n % 10],
-                marker=markers[n % len(markers)],
-                markersize=3,
+                lw=1.6,
+                label=", ".join(names),
+                color=palette[n],
+                marker=markers[n],
+                markersize=3.5,
             )
         ax.set_xlabel("shift s (every position moved by s)")
         ax.set_ylabel("largest change")
         ax.set_title("attention after moving the whole sequence")
-        ax.legend(ncols=2, fontsize=8)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=min(3, len(curves)))
     return fig
