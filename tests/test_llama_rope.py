@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posenc import rope, scaling
+from posenc import plots, rope, scaling
 from posenc.book import llama_rope
 
 even_dims = st.integers(1, 12).map(lambda h: 2 * h)
@@ -312,17 +312,21 @@ def test_band_table():
     unscaled = llama_rope.llama32_inv_freq(scaled=False)
     scaled = llama_rope.llama32_inv_freq()
     bands = llama_rope.llama3_bands(unscaled)
-    table = llama_rope.format_band_table(unscaled, scaled, bands, [0, 16, 31]).splitlines()
-    assert len(table) == 4 and "turns in 8192" in table[0]
-    pair, before, turns, band, _ = table[2].split()
+    table = llama_rope.band_table(unscaled, scaled, bands, [0, 16, 31])
+    assert table.columns[2] == "turns in 8192" and len(table.rows) == 3
+    pair, before, turns, band, _ = table.rows[1]
     assert (int(pair), band) == (16, "smoothed")
     assert int(before) == round(2 * math.pi * 500000.0**0.5)
     assert float(turns) == round(8192 / (2 * math.pi * 500000.0**0.5), 2)
-    assert int(table[3].split()[-1]) == round(2 * math.pi / (unscaled[31].item() / 32))
+    assert int(table.rows[2][-1]) == round(2 * math.pi / (unscaled[31].item() / 32))
+    html = table._repr_html_()
+    assert "<caption>" in html and "<td" in html and "8192 positions" in table.caption
+    text = str(table).splitlines()  # caption, header, one line per pair
+    assert len(text) == 5 and text[2].split()[0] == "0"
     with pytest.raises(ValueError, match="below D/2 = 32"):
-        llama_rope.format_band_table(unscaled, scaled, bands, [32])
+        llama_rope.band_table(unscaled, scaled, bands, [32])
     with pytest.raises(ValueError, match="one label per pair"):
-        llama_rope.format_band_table(unscaled, scaled, bands[:3], [0])
+        llama_rope.band_table(unscaled, scaled, bands[:3], [0])
 
 
 def test_figures():
@@ -331,9 +335,11 @@ def test_figures():
     fig = llama_rope.frequency_figure(unscaled, llama_rope.llama32_inv_freq(), bands)
     ax = fig.axes[0]
     assert ax.get_yscale() == "log" and len(ax.lines) == 4  # two curves, two band edges
+    assert ax.get_legend().get_texts()[0].get_text() == "unscaled"  # curves first
     plt.close(fig)
     fig = llama_rope.layout_figure(6, 2)
     assert len(fig.axes) == 3  # two matrices and a colour bar
+    assert plots.layout(fig).problems() == []
     plt.close(fig)
     with pytest.raises(ValueError, match="at most 32"):
         llama_rope.layout_figure(64)

@@ -1,5 +1,6 @@
 """Chapter 9: RoPE's two written forms, its relative identity, attention with RoPE, the views."""
 
+import gc
 import math
 
 import matplotlib.pyplot as plt
@@ -275,6 +276,9 @@ def test_playground_figure_says_what_it_shows():
     fig = rv.playground_figure(4, 10, 2)
     text = fig.axes[1].texts[0].get_text()
     assert "offset n - m = 6" in text and "query at m = 4" in text
+    legend = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert legend == ["query pair at m = 4", "key pair at n = 10", "before rotation"]
+    assert pe.plots.layout(fig).problems() == []
 
 
 def test_rotation_frames_turn_by_theta_and_keep_length():
@@ -293,14 +297,47 @@ def test_rotation_animation_has_one_frame_per_position():
     assert anim.to_jshtml().count("data:image/png") == 4
 
 
+@pytest.mark.filterwarnings("ignore:Animation was deleted without rendering")
+def test_rotation_animation_starts_on_a_frame_with_a_trail():
+    anim = rv.rotation_animation(10, (0, 1), start=6, dpi=20)
+    fig = anim._fig
+    assert fig.dpi == 20 and fig.texts[0].get_text() == "query at position p = 6"
+    assert len(fig.axes[0].collections[0].get_offsets()) == 7  # positions 0 .. 6
+    # one loop, entered at position 6: 6 .. 9, then 0 .. 5
+    assert list(anim._iter_gen()) == [6, 7, 8, 9, 0, 1, 2, 3, 4, 5]
+    default = rv.rotation_animation(8, (0,), dpi=20)
+    assert default._fig.texts[0].get_text() == "query at position p = 2"
+    assert rv.rotation_animation(3, (0,))._fig.dpi == pe.plots.CSS_DPI
+    del anim, default
+    gc.collect()  # drop the unrendered animations while their warning is filtered
+
+
+def test_score_grids_share_one_scale():
+    q, k = torch.randn(2, 8, dtype=torch.float64)
+    grid = list(range(-4, 5))
+    s = rv.score_grid(q, k, grid)
+    fig = rv.score_grids_figure({"ccw": s, "cw": 2 * s.T}, grid)
+    left, right, bar = fig.axes
+    assert left.images[0].get_clim() == right.images[0].get_clim()
+    assert right.images[0].get_clim()[1] == pytest.approx(2 * s.abs().max().item())
+    assert bar.get_xlabel() == "score" and right.get_ylabel() == ""
+    assert pe.plots.layout(fig).problems() == []
+    ax = rv.score_grid_figure(s, grid, colorbar=False)
+    assert len(ax.figure.axes) == 1
+
+
 def test_figures_draw():
     ax = rv.score_grid_figure(torch.randn(3, 3), [-1, 0, 1])
     assert ax.get_xlabel() == "key position n"
     ax = rv.offset_sweep_figure([0, 1, 2], {"a": torch.zeros(3), "b": torch.ones(3)}, offset=2)
     assert len(ax.get_lines()) == 2
+    assert ax.get_legend() is not None  # two curves: a legend, below the axes
     d = torch.tensor([[0.0, 1.0, 2.0], [1.0, 0.0, 0.0], [2.0, 0.0, 0.0]])
     fig = rv.distance_figure({"x": d}, ["a", "b", "c"])
     assert len(fig.axes) == 2
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["a", "b", "c"]
+    one = rv.offset_sweep_figure([0, 1], {"a": torch.zeros(2)}, offset=1)
+    assert one.get_legend() is None  # one curve: the title names it
 
 
 # --- bad input -------------------------------------------------------------------------------
@@ -337,7 +374,24 @@ def test_figures_draw():
         (lambda: rv.rotation_frames(10, 0), TypeError, "pairs"),
         (lambda: rv.rotation_frames(10, vector=(0, 0)), ValueError, "zero"),
         (lambda: rv.rotation_frames(10, vector=(1.0,)), ValueError, "two numbers"),
-        (lambda: rv.rotation_animation(10, dpi=100), ValueError, "dpi"),
+        (lambda: rv.rotation_animation(10, dpi=101), ValueError, "dpi"),
+        (lambda: rv.rotation_animation(10, start=10), ValueError, "start"),
+        (lambda: rv.rotation_animation(10, (0, 1, 2)), ValueError, "at most 2"),
+        (lambda: rv.score_grids_figure({}, [0]), ValueError, "one or two"),
+        (lambda: rv.score_grids_figure({"a": torch.eye(2)}, [0]), ValueError, "grids\\['a'\\]"),
+        (lambda: rv.score_grid_figure(torch.eye(2), [0, 1], colorbar=1), TypeError, "colorbar"),
+        (
+            lambda: rv.offset_sweep_figure(
+                [0], {str(i): torch.ones(1) for i in range(7)}, offset=1
+            ),
+            ValueError,
+            "at most 6",
+        ),
+        (
+            lambda: rv.distance_figure({c: torch.ones(2, 2) for c in "abc"}, ["x", "y"]),
+            ValueError,
+            "at most 2",
+        ),
         (lambda: rv.score_grid_figure(torch.zeros(2, 3), [0, 1]), ValueError, "square"),
         (lambda: rv.score_grid_figure(torch.zeros(2, 2), [0, 1, 2]), ValueError, "positions"),
         (lambda: rv.offset_sweep_figure([0, 1], {}, offset=1), ValueError, "non-empty"),

@@ -12,7 +12,7 @@ Chapter 10 puts the RoPE of chapter 9 next to the code that runs Llama 3.2 1B. T
   :func:`rope_scores` projects, rotates and scores, with grouped key heads as in Llama.
 - **frequencies**: :func:`llama32_inv_freq`, :func:`llama3_bands` (which pairs are kept,
   smoothed or divided), :func:`bands_from_ratio`, :func:`band_counts`,
-  :func:`format_band_table` and :func:`frequency_figure`.
+  :func:`band_table` and :func:`frequency_figure`.
 - **transformers**: :func:`llama32_config` builds the Llama 3.2 1B configuration for the
   installed transformers (4.48 to 5.x), :func:`rope_settings` reads its RoPE settings back
   in one form, :func:`transformers_inv_freq` and :func:`transformers_rope` run
@@ -31,6 +31,7 @@ import warnings
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import matplotlib as mpl
 import torch
 
 from posenc import plots
@@ -47,18 +48,19 @@ from posenc._validate import (
 )
 from posenc.rope import apply_rope, rope_inv_freq, rope_matrix
 from posenc.scaling import llama3_inv_freq
+from posenc.table import Table
 
 __all__ = [
     "BANDS",
     "LLAMA_3_2_1B",
     "TransformersRope",
     "band_counts",
+    "band_table",
     "bands_from_ratio",
     "complex_rope",
     "concept_note_matrix",
     "concept_note_rope",
     "converter_permute",
-    "format_band_table",
     "frequency_figure",
     "layout_figure",
     "llama3_bands",
@@ -304,23 +306,32 @@ def layout_figure(dim: int = 8, position: int = 1, *, base: float = 10.0):
         raise ValueError(f"dim must be at most 32 for a readable figure, got dim={dim}")
     check_int("position", position)
     base = check_positive_float("base", base)
-    fig, axes = plots.figure(1, 2, height=3.9)
+    fig, axes = plots.figure(1, 2, height=4.8, sharey=True)
     titles = {
         "interleaved": "interleaved: pairs (2i, 2i+1)",
         "half": "half: pairs (i, i + D/2)",
     }
-    for ax, layout in zip(axes, titles, strict=True):
-        m = rope_matrix(position, dim, base=base, layout=layout)
-        image = ax.imshow(m.float().numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
-        ax.set_xticks(range(dim))
-        ax.set_yticks(range(dim))
-        ax.tick_params(labelsize=7)
-        ax.grid(False)
-        ax.set_xlabel("input feature")
-        ax.set_ylabel("output feature")
-        ax.set_title(titles[layout])
-    fig.colorbar(image, ax=axes, shrink=0.8, label="matrix entry")
-    fig.suptitle(f"RoPE matrix at position {position} (D = {dim}, base {base:g})")
+    ticks = range(0, dim, max(1, dim // 8))  # at most 8 labels per axis
+    with mpl.rc_context(plots.STYLE):
+        for ax, layout in zip(axes, titles, strict=True):
+            m = rope_matrix(position, dim, base=base, layout=layout)
+            image = ax.imshow(m.float().numpy(), cmap=plots.DIVERGING, vmin=-1, vmax=1)
+            ax.set_xticks(ticks)
+            ax.set_yticks(ticks)
+            ax.grid(False)
+            ax.set_xlabel("input feature")
+            ax.set_title(titles[layout])
+        axes[0].set_ylabel("output feature")
+        fig.colorbar(
+            image,
+            ax=axes,
+            location="bottom",
+            shrink=0.5,
+            aspect=30,
+            panchor=False,
+            label="matrix entry",
+        )
+        fig.suptitle(f"RoPE matrix at position {position} (D = {dim}, base {base:g})")
     return fig
 
 
@@ -611,28 +622,29 @@ def band_counts(bands: Sequence[str]) -> dict[str, int]:
     return {band: sum(b == band for b in bands) for band in BANDS}
 
 
-def format_band_table(
+def band_table(
     unscaled: torch.Tensor,
     scaled: torch.Tensor,
     bands: Sequence[str],
     pairs: Sequence[int],
     *,
     original_max_positions: int = 8192,
-) -> str:
-    """A plain-text table of some pairs: wavelength before, turns in the context, band, after.
+) -> Table:
+    """A table of some pairs: wavelength before, turns in the context, band, wavelength after.
 
     Wavelengths are rounded to whole positions and turns to two decimals, so the table is
-    the same on every machine.
+    the same on every machine. In a notebook it shows as a captioned HTML table; ``print``
+    gives aligned text.
 
     Args:
         unscaled: frequencies before scaling ``[D/2]``.
         scaled: frequencies after ``[D/2]``.
         bands: one label per pair.
         pairs: the pair indices to list.
-        original_max_positions: the trained context, for the turns column.
+        original_max_positions: the trained context ``L``, for the turns column.
 
     Returns:
-        The table, one line per pair after a header.
+        A :class:`posenc.table.Table`, one row per pair.
 
     Raises:
         TypeError, ValueError: for bad frequencies, lengths that do not match, or a pair
@@ -640,9 +652,11 @@ def format_band_table(
 
     Example:
         >>> f = llama32_inv_freq(scaled=False)
-        >>> print(format_band_table(f, f, ["kept"] * 32, [0]))
-        pair  wavelength  turns in 8192  band      scaled wavelength
-           0           6        1303.80  kept                      6
+        >>> print(band_table(f, f, ["kept"] * 32, [0]))  # doctest: +NORMALIZE_WHITESPACE
+        Wavelength of each pair (positions per turn) before and after llama3 scaling, and
+        its turns within the trained context of 8192 positions.
+        pair  wavelength (positions)  turns in 8192  band  scaled wavelength (positions)
+           0                       6        1303.80  kept                              6
     """
     _check_inv_freq("unscaled", unscaled)
     n = unscaled.numel()
@@ -654,16 +668,26 @@ def format_band_table(
     pairs = check_int_sequence("pairs", pairs, minimum=0)
     before = (2 * math.pi / unscaled.detach().double().cpu()).tolist()
     after = (2 * math.pi / scaled.detach().double().cpu()).tolist()
-    turns = f"turns in {original_max_positions}"
-    lines = [f"pair  wavelength  {turns:>{len(turns)}}  band      scaled wavelength"]
+    rows = []
     for i in pairs:
         if i >= n:
             raise ValueError(f"pairs must be below D/2 = {n}, got pair {i}")
-        lines.append(
-            f"{i:4d}  {before[i]:10.0f}  {original_max_positions / before[i]:{len(turns)}.2f}"
-            f"  {bands[i]:<8s}  {after[i]:17.0f}"
-        )
-    return "\n".join(lines)
+        turns = original_max_positions / before[i]
+        rows.append([i, f"{before[i]:.0f}", f"{turns:.2f}", bands[i], f"{after[i]:.0f}"])
+    return Table(
+        [
+            "pair",
+            "wavelength (positions)",
+            f"turns in {original_max_positions}",
+            "band",
+            "scaled wavelength (positions)",
+        ],
+        rows,
+        caption=(
+            "Wavelength of each pair (positions per turn) before and after llama3 scaling, "
+            f"and its turns within the trained context of {original_max_positions} positions."
+        ),
+    )
 
 
 def _shade_bands(ax, bands: list[str]) -> None:
@@ -730,22 +754,40 @@ def frequency_figure(
         fig, ax = plots.figure(height=4.0)
     else:
         fig = ax.figure
-    _shade_bands(ax, bands)
-    pair = torch.arange(n).numpy()
-    curves = ((unscaled, "o-", "ink", "unscaled"), (scaled, "s--", "green", "llama3 scaled"))
-    for freqs, style, colour, label in curves:
-        values = freqs.detach().double().cpu().numpy()
-        ax.plot(pair, values, style, ms=3.5, lw=1.2, color=plots.COLORS[colour], label=label)
-    for edge, text in ((high, "turns 4 times"), (low, "turns once")):
-        freq = 2 * math.pi * edge / original
-        ax.axhline(freq, color=plots.COLORS["grey"], lw=0.9, ls=":")
-        note = {"textcoords": "offset points", "fontsize": 8, "color": plots.COLORS["ink"]}
-        ax.annotate(f"{text} in {original}", (0, freq), xytext=(0, 3), **note)
-    ax.set_yscale("log")
-    ax.set_xlabel("pair i")
-    ax.set_ylabel(r"frequency $\theta_i$ (radians per position)")
-    ax.set_title(title)
-    ax.legend(loc="lower left", fontsize=8)
+    with mpl.rc_context(plots.STYLE):
+        _shade_bands(ax, bands)
+        pair = torch.arange(n).numpy()
+        curves = ((unscaled, "o-", "ink", "unscaled"), (scaled, "s--", "green", "llama3 scaled"))
+        for freqs, style, colour, label in curves:
+            values = freqs.detach().double().cpu().numpy()
+            ax.plot(pair, values, style, ms=3.5, lw=1.2, color=plots.COLORS[colour], label=label)
+        # the faster edge's label above its line, the slower one's below
+        for edge, offset, align in ((high, 3, "bottom"), (low, -3, "top")):
+            freq = 2 * math.pi * edge / original
+            ax.axhline(freq, color=plots.COLORS["grey"], lw=0.9, ls=":")
+            ax.annotate(
+                f"{edge:g} turn{'' if edge == 1 else 's'} in {original}",
+                (0, freq),
+                xytext=(0, offset),
+                textcoords="offset points",
+                va=align,
+                color=plots.COLORS["ink"],
+            )
+        ax.set_yscale("log")
+        ax.set_xlabel("pair i")
+        ax.set_ylabel(r"frequency $\theta_i$ (radians per position)")
+        ax.set_title(title)
+        handles, labels = ax.get_legend_handles_labels()
+        order = [labels.index(x) for x in labels if "scaled" in x] + [
+            labels.index(x) for x in labels if "pairs" in x
+        ]  # the two curves, then the bands
+        ax.legend(
+            [handles[i] for i in order],
+            [labels[i] for i in order],
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.16),
+            ncols=3,
+        )
     return fig
 
 

@@ -14,7 +14,8 @@ it and to see it:
   computed head by head with RoPE applied to every head's queries and keys;
 - the RoPE playground: :func:`playground_vectors`, :func:`playground_state`,
   :func:`playground_figure` (static) and :func:`playground` (live sliders);
-- figures: :func:`score_grid_figure`, :func:`offset_sweep_figure`, :func:`distance_figure`;
+- figures: :func:`score_grid_figure`, :func:`score_grids_figure`, :func:`offset_sweep_figure`,
+  :func:`distance_figure`;
 - the rotation animation: :func:`rotation_frames` (its data) and :func:`rotation_animation`.
 
 Shapes: ``B`` batch, ``H`` heads, ``T`` positions, ``D`` head features (``D/2`` pairs),
@@ -33,6 +34,7 @@ from torch.nn import functional
 
 from posenc import plots
 from posenc._validate import (
+    check_bool,
     check_even_dim,
     check_int,
     check_layout,
@@ -66,6 +68,7 @@ __all__ = [
     "rotation_frames",
     "score_grid",
     "score_grid_figure",
+    "score_grids_figure",
 ]
 
 ENCODINGS = ("rope", "sinusoidal", "none")
@@ -276,17 +279,32 @@ def relative_scores(
     return rk @ q  # [N]
 
 
-def score_grid_figure(scores: torch.Tensor, positions, *, ax=None, title: str = ""):
+def _check_grid(name: str, scores: object, count: int) -> None:
+    check_tensor(name, scores, min_dim=2)
+    if scores.dim() != 2 or scores.shape[0] != scores.shape[1]:
+        raise ValueError(f"{name} must be square [N, N], got shape {tuple(scores.shape)}")
+    if scores.shape[0] != count:
+        raise ValueError(
+            f"{name} is [{scores.shape[0]}, {scores.shape[0]}] but {count} positions given"
+        )
+
+
+def score_grid_figure(
+    scores: torch.Tensor, positions, *, ax=None, title: str = "", colorbar: bool = True
+):
     """Draw a score grid ``S[m, n]``: queries down, keys across.
 
     A score that depends only on ``n - m`` is constant along every diagonal, which shows as
-    stripes running from the top left to the bottom right.
+    stripes running from the top left to the bottom right. The colour map is the book's
+    diverging one, centred on zero.
 
     Args:
         scores: ``[N, N]``, e.g. from :func:`score_grid`.
         positions: the ``N`` integer positions of the rows and columns.
         ax: axes to draw into; a new figure when None.
         title: axes title.
+        colorbar: draw a colour bar beside the axes (leave it out for grids that share
+            one, e.g. two panels on the same scale).
 
     Returns:
         The axes.
@@ -299,23 +317,18 @@ def score_grid_figure(scores: torch.Tensor, positions, *, ax=None, title: str = 
         >>> ax = score_grid_figure(torch.eye(3), [0, 1, 2])
         >>> import matplotlib.pyplot as plt; plt.close(ax.figure)
     """
-    check_tensor("scores", scores, min_dim=2)
     p = check_positions("positions", positions, nonnegative=False)
-    if scores.dim() != 2 or scores.shape[0] != scores.shape[1]:
-        raise ValueError(f"scores must be square [N, N], got shape {tuple(scores.shape)}")
-    if scores.shape[0] != p.numel():
-        raise ValueError(
-            f"scores is [{scores.shape[0]}, {scores.shape[0]}] but {p.numel()} positions given"
-        )
+    _check_grid("scores", scores, p.numel())
+    check_bool("colorbar", colorbar)
     s = scores.detach().double().cpu()
     if ax is None:
-        _, ax = plots.figure(height=3.6)
+        _, ax = plots.figure(height=4.0)
     limit = max(s.abs().max().item(), 1e-12)
     lo, hi = p[0].item(), p[-1].item()
     with mpl.rc_context(plots.STYLE):
         image = ax.imshow(
             s.numpy(),
-            cmap="RdBu_r",
+            cmap=plots.DIVERGING,
             vmin=-limit,
             vmax=limit,
             extent=(lo - 0.5, hi + 0.5, hi + 0.5, lo - 0.5),
@@ -323,9 +336,64 @@ def score_grid_figure(scores: torch.Tensor, positions, *, ax=None, title: str = 
         ax.grid(False)
         ax.set_xlabel("key position n")
         ax.set_ylabel("query position m")
-        ax.figure.colorbar(image, ax=ax, shrink=0.8, label="score")
+        if colorbar:
+            ax.figure.colorbar(image, ax=ax, shrink=0.8, panchor=False, label="score")
         ax.set_title(title)
     return ax
+
+
+def score_grids_figure(grids: dict, positions):
+    """One or two score grids side by side, on one colour scale with one colour bar below.
+
+    Each panel is drawn by :func:`score_grid_figure` (queries down, keys across); the
+    panels share the query axis and a symmetric colour scale, so that equal scores have
+    equal colours in both.
+
+    Args:
+        grids: title -> ``[N, N]`` scores, one or two entries.
+        positions: the ``N`` integer positions of the rows and columns.
+
+    Returns:
+        The matplotlib figure.
+
+    Raises:
+        TypeError: if a grid is not a floating tensor or positions are not integers.
+        ValueError: if ``grids`` is empty or has more than two entries, or a grid is not
+            square or does not match the positions.
+
+    Example:
+        >>> fig = score_grids_figure({"a": torch.eye(3), "b": -torch.eye(3)}, [0, 1, 2])
+        >>> len(fig.axes)  # two panels and one colour bar
+        3
+        >>> import matplotlib.pyplot as plt; plt.close(fig)
+    """
+    if not isinstance(grids, dict) or not 1 <= len(grids) <= 2:
+        raise ValueError(
+            f"grids must be a dict of one or two title -> [N, N] scores, got {grids!r}"
+        )
+    p = check_positions("positions", positions, nonnegative=False)
+    for title, scores in grids.items():
+        _check_grid(f"grids[{title!r}]", scores, p.numel())
+    count = len(grids)
+    fig, axes = plots.figure(1, count, height=4.6, sharey=True)
+    axes = [axes] if count == 1 else list(axes)
+    limit = max(max(g.detach().abs().max().item() for g in grids.values()), 1e-12)
+    for j, (ax, (title, scores)) in enumerate(zip(axes, grids.items(), strict=True)):
+        score_grid_figure(scores, positions, ax=ax, title=title, colorbar=False)
+        ax.images[0].set_clim(-limit, limit)
+        if j:
+            ax.set_ylabel("")
+    with mpl.rc_context(plots.STYLE):
+        fig.colorbar(
+            axes[0].images[0],
+            ax=axes,
+            location="bottom",
+            shrink=0.5,
+            aspect=30,
+            panchor=False,
+            label="score",
+        )
+    return fig
 
 
 # --- the score of two tokens -------------------------------------------------------------
@@ -467,7 +535,8 @@ def offset_sweep_figure(starts, scores: dict, *, offset: int, ax=None, title: st
     Args:
         starts: ``N`` integer start positions.
         scores: label -> ``[N]`` scores (e.g. one curve per encoding from
-            :func:`pair_scores`).
+            :func:`pair_scores`), at most :data:`posenc.plots.MAX_LINES` curves; with more
+            than one, a legend below the axes names them.
         offset: the fixed distance between the two tokens (for the axis label).
         ax: axes to draw into; a new figure when None.
         title: axes title.
@@ -477,7 +546,8 @@ def offset_sweep_figure(starts, scores: dict, *, offset: int, ax=None, title: st
 
     Raises:
         TypeError: if a curve is not a floating tensor or ``offset`` not an int.
-        ValueError: if ``scores`` is empty or a curve does not have ``N`` values.
+        ValueError: if ``scores`` is empty, has more than ``MAX_LINES`` curves, or a curve
+            does not have ``N`` values.
 
     Example:
         >>> ax = offset_sweep_figure([0, 1], {"rope": torch.ones(2)}, offset=3)
@@ -487,6 +557,10 @@ def offset_sweep_figure(starts, scores: dict, *, offset: int, ax=None, title: st
     check_int("offset", offset)
     if not isinstance(scores, dict) or not scores:
         raise ValueError(f"scores must be a non-empty dict of label -> [N] scores, got {scores!r}")
+    if len(scores) > plots.MAX_LINES:
+        raise ValueError(
+            f"scores must have at most {plots.MAX_LINES} curves (one axes), got {len(scores)}"
+        )
     curves = {}
     for label, curve in scores.items():
         _check_vector(f"scores[{label!r}]", curve, s.numel())
@@ -498,7 +572,8 @@ def offset_sweep_figure(starts, scores: dict, *, offset: int, ax=None, title: st
             ax.plot(s.numpy(), curve.numpy(), ["-o", "-s", "-^", "-v"][i % 4], ms=3, label=label)
         ax.set_xlabel(f"position s of the query (key at s + {offset})")
         ax.set_ylabel("score q · k")
-        ax.legend(loc="best")
+        if len(curves) > 1:
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncols=len(curves))
         ax.set_title(title)
     return ax
 
@@ -591,21 +666,24 @@ def rope_attention(
 def distance_figure(distances: dict, labels: Sequence[str]):
     """Distances between the outputs of every pair of tokens, side by side, one colour scale.
 
-    One panel per entry of ``distances``, all on the same logarithmic colour scale, so that
-    a pair at float-rounding distance in one panel and an ordinary pair in another look as
-    different as they are. The diagonal (a token with itself, distance 0) is left blank.
+    One panel per entry of ``distances`` (one or two), all on the same logarithmic colour
+    scale with one colour bar below, so that a pair at float-rounding distance in one panel
+    and an ordinary pair in another look as different as they are. The diagonal (a token
+    with itself, distance 0) is left blank.
 
     Args:
-        distances: title -> ``[T, T]`` non-negative distances.
-        labels: ``T`` token labels.
+        distances: title -> ``[T, T]`` non-negative distances, one or two entries.
+        labels: ``T`` token labels, shown as given: keep them short (a word, ``"BOS"`` for
+            a start token) so that two panels fit the column.
 
     Returns:
         The matplotlib figure.
 
     Raises:
         TypeError: if a matrix is not a floating tensor.
-        ValueError: if ``distances`` is empty, a matrix is not ``[T, T]`` with ``T`` the
-            number of labels, an entry is negative, or no off-diagonal entry is positive.
+        ValueError: if ``distances`` is empty or has more than two entries, a matrix is
+            not ``[T, T]`` with ``T`` the number of labels, an entry is negative, or no
+            off-diagonal entry is positive.
 
     Example:
         >>> d = torch.tensor([[0.0, 1e-5], [1e-5, 0.0]])
@@ -617,6 +695,11 @@ def distance_figure(distances: dict, labels: Sequence[str]):
     if not isinstance(distances, dict) or not distances:
         raise ValueError(
             f"distances must be a non-empty dict of title -> [T, T] distances, got {distances!r}"
+        )
+    if len(distances) > 2:
+        raise ValueError(
+            f"distances must have at most 2 entries (two panels fit the column), "
+            f"got {len(distances)}"
         )
     size = len(check_str_sequence("labels", labels))
     off_diagonal = ~torch.eye(size, dtype=torch.bool)
@@ -638,19 +721,27 @@ def distance_figure(distances: dict, labels: Sequence[str]):
         raise ValueError("distances need at least one positive off-diagonal entry")
     norm = mpl.colors.LogNorm(vmin=positive.min().item(), vmax=positive.max().item())
     count = len(mats)
-    fig, axes = plots.figure(1, count, height=3.8)
+    fig, axes = plots.figure(1, count, height=5.2, sharey=True)
     axes = [axes] if count == 1 else list(axes)
     with mpl.rc_context(plots.STYLE):
         for ax, (title, d) in zip(axes, mats.items(), strict=True):
             shown = d.clone()
             shown[~off_diagonal] = float("nan")  # blank diagonal
             shown[shown <= 0] = positive.min()  # an exact 0 between different tokens
-            image = ax.imshow(shown.numpy(), norm=norm)
-            ax.set_xticks(range(size), [repr(s) for s in labels], rotation=45, ha="right")
-            ax.set_yticks(range(size), [repr(s) for s in labels])
+            image = ax.imshow(shown.numpy(), norm=norm, cmap=plots.SEQUENTIAL)
+            ax.set_xticks(range(size), labels, rotation=45, ha="right")
+            ax.set_yticks(range(size), labels)
             ax.grid(False)
             ax.set_title(title)
-        fig.colorbar(image, ax=axes, shrink=0.8, label="L2 distance")
+        fig.colorbar(
+            image,
+            ax=axes,
+            location="bottom",
+            shrink=0.5,
+            aspect=30,
+            panchor=False,
+            label="L2 distance",
+        )
     return fig
 
 
@@ -769,9 +860,10 @@ def playground_figure(
 ):
     """The RoPE playground for one setting: a pair of the query and key, turned, and the score.
 
-    Left: pair ``i`` of the query (blue) and of the key (orange) before rotation (dashed)
-    and after (solid): the query turned by ``m theta_i``, the key by ``n theta_i``. Right:
-    the numbers: positions, offset, angles, the pair's score and the whole score.
+    Left: pair ``i`` of the query (blue) and of the key (orange) before rotation (faint,
+    dashed) and after (solid): the query turned by ``m theta_i``, the key by ``n theta_i``.
+    Right: the legend and the numbers: positions, offset, angles, the pair's score and the
+    whole score.
 
     Args:
         m, n, pair, dim, base, seed: as :func:`playground_state`.
@@ -789,36 +881,36 @@ def playground_figure(
         >>> import matplotlib.pyplot as plt; plt.close(fig)
     """
     s = playground_state(m, n, pair, dim=dim, base=base, seed=seed)
-    fig, (ax, ax_text) = plots.figure(1, 2, height=3.6, gridspec_kw={"width_ratios": [1.0, 1.15]})
+    fig, (ax, ax_text) = plots.figure(1, 2, height=3.9)
     blue, orange, grey = plots.COLORS["blue"], plots.COLORS["orange"], plots.COLORS["grey"]
     radius = max(s["q_pair"].norm().item(), s["k_pair"].norm().item())
     reach = 1.2 * radius
-    circle = torch.linspace(0, 2 * math.pi, 121)
     with mpl.rc_context(plots.STYLE):
         for vec in (s["q_pair"], s["k_pair"]):
-            r = vec.norm().item()
-            ax.plot(r * circle.cos(), r * circle.sin(), color=grey, lw=0.6)
+            ring = mpl.patches.Circle((0, 0), vec.norm().item(), fill=False, color=grey, lw=0.6)
+            ax.add_patch(ring)
         ax.axhline(0, color=grey, lw=0.6)
         ax.axvline(0, color=grey, lw=0.6)
+        handles = []
         for before, after, color, label in (
             (s["q_pair"], s["rq_pair"], blue, f"query pair at m = {m}"),
             (s["k_pair"], s["rk_pair"], orange, f"key pair at n = {n}"),
         ):
             _arrow(ax, before, color, faint=True)
             _arrow(ax, after, color)
-            ax.plot([], [], color=color, lw=2.2, label=label)
-        ax.plot([], [], color=grey, lw=1.2, ls="--", label="before rotation")
+            handles.append(mpl.lines.Line2D([], [], color=color, lw=2.2, label=label))
+        handles.append(
+            mpl.lines.Line2D([], [], color=grey, lw=1.2, ls="--", label="before rotation")
+        )
         ax.set_xlim(-reach, reach)
         ax.set_ylim(-reach, reach)
         ax.set_aspect("equal")
         ax.set_xlabel(f"feature {2 * pair}")
         ax.set_ylabel(f"feature {2 * pair + 1}")
-        ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.18), fontsize=8, ncols=1)
         ax.set_title(f"pair {pair} of {dim // 2}")
         theta = s["theta"]
         lines = [
             f"pair i = {pair}: θ_i = {theta:.4g} rad/position",
-            "",
             f"query at m = {m}: turned {_fmt(m * theta)} rad",
             f"key   at n = {n}: turned {_fmt(n * theta)} rad",
             f"offset n - m = {n - m}",
@@ -831,13 +923,13 @@ def playground_figure(
             "angle and scores stay the same",
         ]
         ax_text.axis("off")
+        ax_text.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, 1.0))
         ax_text.text(
             0.0,
-            0.5,
+            0.0,
             "\n".join(lines),
             family="monospace",
-            fontsize=9.5,
-            va="center",
+            va="bottom",
             ha="left",
             color=plots.COLORS["ink"],
             transform=ax_text.transAxes,
@@ -974,25 +1066,29 @@ def rotation_frames(
 def _pair_panel(ax, start: torch.Tensor, radius: float, color: str, title: str) -> tuple:
     """One pair's panel of :func:`rotation_animation`: its circle, the arrow to ``start``, an
     empty trail and label; returns ``(trail, arrow, label)`` for the frames to update."""
-    circle = torch.linspace(0, 2 * math.pi, 121)
     reach = 1.25 * radius
-    ax.plot(radius * circle.cos(), radius * circle.sin(), color=plots.COLORS["grey"], lw=0.8)
+    ring = mpl.patches.Circle((0, 0), radius, fill=False, color=plots.COLORS["grey"], lw=0.8)
+    ax.add_patch(ring)
     ax.axhline(0, color=plots.COLORS["grey"], lw=0.6)
     ax.axvline(0, color=plots.COLORS["grey"], lw=0.6)
-    trail = ax.scatter([], [], s=14, color=color)
+    trail = ax.scatter([], [], s=16, color=color)
     arrow = ax.annotate(
         "",
         xy=tuple(start.tolist()),
         xytext=(0, 0),
         arrowprops={"arrowstyle": "-|>", "color": color, "lw": 2.2, "shrinkA": 0},
     )
-    label = ax.set_xlabel(" ", fontsize=9)
+    # no ticks: the axis machinery and spines are hidden, and the angle is a plain text
+    # under the circle (cheaper to redraw in every frame than an axis label)
+    label = ax.text(0.5, -0.03, " ", transform=ax.transAxes, ha="center", va="top")
     ax.set_xlim(-reach, reach)
     ax.set_ylim(-reach, reach)
     ax.set_aspect("equal")
-    ax.set_xticks([])
-    ax.set_yticks([])
-    ax.set_title(title, fontsize=9, fontweight="normal")
+    ax.xaxis.set_visible(False)
+    ax.yaxis.set_visible(False)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    ax.set_title(title)
     return trail, arrow, label
 
 
@@ -1003,24 +1099,32 @@ def rotation_animation(
     dim: int = 8,
     base: float = 10000.0,
     vector=(1.0, 0.3),
-    dpi: int = 64,
+    start: int | None = None,
+    dpi: int = plots.CSS_DPI,
 ):
-    """A query's pairs turning as its position advances, one panel per pair.
+    """A query's pairs turning as its position advances, one panel per pair (one or two).
 
     Frame ``p`` shows each followed pair of the query at position ``p`` (an arrow) and
     where it was at the earlier positions (fading dots): a fast pair sweeps round the
-    circle, a slow one creeps. The length never changes.
+    circle, a slow one creeps. The length never changes. The player loops, and its first
+    frame is position ``start``, which already shows a trail; after the last position it
+    goes on from position 0.
 
     Args:
-        num_positions, pairs, dim, base, vector: as :func:`rotation_frames`.
-        dpi: resolution of each frame (20 .. 80, to keep the player small).
+        num_positions, pairs, dim, base, vector: as :func:`rotation_frames`; at most two
+            pairs (panels side by side).
+        start: the position of the first frame, ``0 .. num_positions - 1`` (default: a
+            quarter of the way, ``num_positions // 4``).
+        dpi: resolution of each frame, 20 .. :data:`posenc.plots.CSS_DPI` (the default:
+            the player is shown at column width, its text as large as a static figure's).
 
     Returns:
         A ``matplotlib.animation.FuncAnimation``; display it with
         :func:`posenc.plots.animation_html`.
 
     Raises:
-        TypeError, ValueError: as :func:`rotation_frames`, or for a ``dpi`` outside 20 .. 80.
+        TypeError, ValueError: as :func:`rotation_frames`, or for more than two pairs, a
+            ``start`` out of range or a ``dpi`` outside 20 .. 100.
 
     Example:
         >>> anim = rotation_animation(3, dpi=20)
@@ -1031,22 +1135,28 @@ def rotation_animation(
     from matplotlib.animation import FuncAnimation
 
     points, theta = rotation_frames(num_positions, pairs, dim=dim, base=base, vector=vector)
-    check_int("dpi", dpi, minimum=20)
-    if dpi > 80:
-        raise ValueError(f"dpi must be at most 80, got dpi={dpi}")
     count = points.shape[1]
-    fig, axes = plots.figure(1, count, height=2.9)
+    if count > 2:
+        raise ValueError(f"pairs must have at most 2 entries (one panel each), got {list(pairs)}")
+    if start is None:
+        start = num_positions // 4
+    check_int("start", start, minimum=0)
+    if start >= num_positions:
+        raise ValueError(f"start must be below num_positions = {num_positions}, got start={start}")
+    check_int("dpi", dpi, minimum=20)
+    if dpi > plots.CSS_DPI:
+        raise ValueError(f"dpi must be at most {plots.CSS_DPI}, got dpi={dpi}")
+    fig, axes = plots.figure(1, count, height=4.0 if count == 2 else 4.6)
     fig.set_dpi(dpi)
     axes = [axes] if count == 1 else list(axes)
     radius = points[0, 0].norm().item()
-    colors = [plots.COLORS[c] for c in ("blue", "orange", "green", "red")]
+    colors = [plots.COLORS[c] for c in ("blue", "orange")]
     artists = []
     with mpl.rc_context(plots.STYLE):
         for j, ax in enumerate(axes):
-            color = colors[j % len(colors)]
             title = f"pair {pairs[j]}: θ = {theta[j].item():.3g} rad/position"
-            artists.append(_pair_panel(ax, points[0, j], radius, color, title))
-        title = fig.suptitle(" ", fontsize=10)
+            artists.append(_pair_panel(ax, points[0, j], radius, colors[j], title))
+        title = fig.suptitle(" ")
     fig.canvas.draw()
     fig.set_layout_engine("none")  # keep the first layout: no re-solving per frame
 
@@ -1059,7 +1169,7 @@ def rotation_animation(
             trail.set_alpha(None)
             trail.set_facecolors(
                 [
-                    (*mpl.colors.to_rgb(colors[j % len(colors)]), a)
+                    (*mpl.colors.to_rgb(colors[j]), a)
                     for a in torch.linspace(0.15, 0.9, p + 1).tolist()
                 ]
             )
@@ -1069,5 +1179,6 @@ def rotation_animation(
             changed += [trail, arrow, label]
         return changed
 
-    update(0)
-    return FuncAnimation(fig, update, frames=num_positions, interval=250, repeat=True)
+    order = [*range(start, num_positions), *range(start)]  # a loop, entered at start
+    update(order[0])
+    return FuncAnimation(fig, update, frames=order, interval=250, repeat=True)
