@@ -44,12 +44,23 @@ def test_a_still_pair_has_an_infinite_period():
 
 
 def test_period_table_lists_every_pair_for_every_base():
-    lines = fq.period_table(64).splitlines()
-    assert len(lines) == 1 + 32
-    first, last = lines[1].split(), lines[-1].split()
-    assert first == ["0", "1", "6.283", "1", "6.283"]
-    assert float(last[2]) == pytest.approx(fq.longest_period(64), rel=1e-3)
-    assert float(last[4]) == pytest.approx(fq.longest_period(64, 500000.0), rel=1e-3)
+    table = fq.period_table(64)
+    assert len(table.rows) == 32 and len(table.columns) == 3
+    first, last = table.rows[0], table.rows[-1]
+    assert first == ["0", "6.28", "6.28"]
+    assert last[1] == f"{round(fq.longest_period(64)):,}" == "47,117"
+    assert last[2] == "2.08 million"
+    assert fq.longest_period(64, 500000.0) == pytest.approx(2.08e6, rel=1e-2)
+    assert all("(positions)" in c for c in table.columns[1:])
+
+
+def test_period_table_can_list_a_few_pairs():
+    table = fq.period_table(64, bases=(10000.0,), pairs=[0, 8, 31])
+    assert [row[0] for row in table.rows] == ["0", "8", "31"]
+    assert "pairs 0, 8, 31" in table.caption
+    assert "<caption>" in table._repr_html_()
+    with pytest.raises(ValueError, match="below D/2"):
+        fq.period_table(64, pairs=[32])
 
 
 # --- scores and the decay bound ------------------------------------------------------------
@@ -217,10 +228,9 @@ def test_scaled_frequencies_and_table():
     assert freqs["NTK-aware"][0].item() == 1.0
     assert freqs["NTK-aware"][-1].item() == pytest.approx(f[-1].item() / s)
     torch.testing.assert_close(freqs["llama3"], pe.llama3_inv_freq(f, s, 1.0, 4.0, length))
-    rows = {
-        line.split("  ")[0].strip(): line.split()[-6:]
-        for line in fq.scaling_table(freqs, s, length).splitlines()[1:]
-    }
+    table = fq.scaling_table(freqs, s, length)
+    rows = {row[0]: row[1:] for row in table.rows}
+    assert list(rows) == list(freqs)
     assert rows["RoPE"][:4] == ["64", "0", "0", str(int(((length - 1) * f < 2 * math.pi).sum()))]
     assert rows["position interpolation"][:4] == ["0", "64", "0", "0"]
     for name in ("YaRN", "llama3"):

@@ -259,7 +259,10 @@ def test_axis_frequencies_for_axial_and_mrope():
 def test_figures_draw():
     q, k = torch.randn(2, 8, dtype=F64)
     fig = nd.score_maps_figure(q, k, side=8, query_cells=((2, 2), (5, 4)), window=2)
-    assert len(fig.axes) == 6
+    assert len(fig.axes) == 5  # four maps and a colour bar
+    titles = [ax.get_title() for ax in fig.axes[:4]]
+    assert titles[1].endswith("squares differ by 0.00")  # axial: relative
+    assert not titles[3].endswith("squares differ by 0.00")  # mis-paired: not
     fig = nd.frequency_allocation_figure(12, sections=(2, 2, 2))
     assert len(fig.axes) == 2
 

@@ -56,6 +56,7 @@ from posenc.scaling import (
     position_interpolation_inv_freq,
     yarn_inv_freq,
 )
+from posenc.table import Table
 
 __all__ = [
     "abel_partial_sums",
@@ -145,43 +146,61 @@ def longest_period(dim: int, base: float = 10000.0) -> float:
     return TWO_PI * base ** ((dim - 2) / dim)
 
 
-def period_table(dim: int, bases: Sequence[float] = (10000.0, 500000.0)) -> str:
-    """Frequency and period of every pair of a ``D``-feature head, for several bases.
+def _period_text(period: float) -> str:
+    """A period in positions: 3 significant digits below 1,000, whole positions up to a
+    million, then millions to 3 significant digits."""
+    if period < 1000:
+        return f"{period:.3g}"
+    if period < 1e6:
+        return f"{round(period):,}"
+    return f"{period / 1e6:.3g} million"
+
+
+def period_table(
+    dim: int,
+    bases: Sequence[float] = (10000.0, 500000.0),
+    pairs: Sequence[int] | None = None,
+) -> Table:
+    """The period ``2 pi / theta_i`` of the pairs of a ``D``-feature head, for several bases.
 
     Args:
         dim: head features ``D`` (even).
-        bases: the bases to compare, one pair of columns each.
+        bases: the bases to compare, one column each.
+        pairs: the pair indices to list, each in ``0 .. D/2 - 1`` (default: every pair).
 
     Returns:
-        A fixed-width table, one row per pair ``i``: ``theta_i`` and ``2 pi / theta_i``
-        for each base, 4 significant digits.
+        A :class:`posenc.table.Table`, one row per pair ``i``, one period per base, in
+        positions: 3 significant digits below 1,000, whole positions up to a million, then
+        millions.
 
     Raises:
-        TypeError, ValueError: for a bad ``dim`` or base, or no bases.
+        TypeError, ValueError: for a bad ``dim`` or base, no bases, or a pair out of range.
 
     Example:
-        >>> print(period_table(4, bases=(100.0,)))
-           i  theta (100)  period (100)
-           0            1         6.283
-           1          0.1         62.83
+        >>> print(period_table(4, bases=(100.0, 10000.0)))
+        Positions that pair i of a D = 4 head takes to turn once: 2π/θ with θ = base^(-2i/D) radians per position.
+        pair i  period, base 100 (positions)  period, base 10,000 (positions)
+             0                          6.28                             6.28
+             1                          62.8                              628
     """
     check_even_dim("dim", dim)
     bases = check_sequence("bases", bases)
-    cols = [(check_positive_float(f"bases[{i}]", b), b) for i, b in enumerate(bases)]
-    header = ["i"]
-    for _, b in cols:
-        header += [f"theta ({b:g})", f"period ({b:g})"]
-    rows = []
-    tables = [rope_inv_freq(dim, b) for b, _ in cols]
-    for i in range(dim // 2):
-        row = [str(i)]
-        for f in tables:
-            row += [f"{f[i].item():.4g}", f"{TWO_PI / f[i].item():.4g}"]
-        rows.append(row)
-    widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.rjust(w) for cell, w in zip(r, widths, strict=True)) for r in [header, *rows]
+    cols = [check_positive_float(f"bases[{i}]", b) for i, b in enumerate(bases)]
+    if pairs is None:
+        pairs = range(dim // 2)
+    pairs = check_int_sequence("pairs", pairs, minimum=0)
+    for i in pairs:
+        if i >= dim // 2:
+            raise ValueError(f"pairs must be below D/2 = {dim // 2}, got pair {i}")
+    header = ["pair i"] + [f"period, base {b:,g} (positions)" for b in cols]
+    tables = [rope_inv_freq(dim, b) for b in cols]
+    rows = [[i] + [_period_text(TWO_PI / f[i].item()) for f in tables] for i in pairs]
+    which = "" if len(pairs) == dim // 2 else f" (pairs {format_ranges(sorted(set(pairs)))})"
+    caption = (
+        f"Positions that pair i of a D = {dim} head takes to turn once{which}: 2π/θ with "
+        "θ = base^(-2i/D) radians per position."
     )
+    return Table(header, rows, caption=caption, align=["right"] * len(header))
 
 
 def pair_cosines_figure(
@@ -228,7 +247,7 @@ def pair_cosines_figure(
     ax.set_xlabel("distance m (positions)")
     ax.set_ylabel(r"$\cos(m\,\theta_i)$")
     ax.set_title(f"D = {dim}, base {base:g}, each pair drawn for three turns")
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncols=len(pairs))
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncols=len(pairs), frameon=False)
     return fig
 
 
@@ -552,7 +571,7 @@ def decay_figure(
     left.set_xlabel("relative distance m")
     left.set_ylabel("divided by its value at m = 0")
     left.set_title("what decays")
-    left.legend()
+    left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
     right.plot(d, random_bound.mean(0).cpu().numpy(), label="decay bound (mean)")
     right.plot(
         d,
@@ -564,7 +583,7 @@ def decay_figure(
     right.set_yscale("log")
     right.set_xlabel("relative distance m")
     right.set_title("independent random q, k")
-    right.legend(fontsize=8)
+    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
     return fig
 
 
@@ -731,12 +750,12 @@ def unseen_angles_figure(
     ax.plot(pair, (longer * f).numpy(), label=f"RoPE, m = {longer}")
     ax.plot(pair, (longer * pi_f).numpy(), ":", lw=2, label=f"interpolated, m = {longer}")
     ax.axhline(TWO_PI, color=plots.COLORS["ink"], lw=0.8, ls="--")
-    ax.text(0, TWO_PI * 1.3, "one full turn", fontsize=8)
+    ax.text(0, TWO_PI * 1.3, "one full turn")
     ax.set_yscale("log")
     ax.set_xlabel("pair index i")
     ax.set_ylabel(r"angle $m\,\theta_i$ (rad)")
     ax.set_title(f"D = {dim}, base {base:g}, trained on {train_length} positions")
-    ax.legend(fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncols=3, frameon=False)
     return fig
 
 
@@ -787,7 +806,7 @@ def _check_freq_dict(freqs: object) -> dict[str, torch.Tensor]:
     return out
 
 
-def scaling_table(freqs: dict[str, torch.Tensor], factor: float, train_length: int) -> str:
+def scaling_table(freqs: dict[str, torch.Tensor], factor: float, train_length: int) -> Table:
     """Compare scaled frequencies with the first entry of ``freqs`` (the original).
 
     Columns: pairs kept (ratio 1), divided by exactly ``factor``, changed by something in
@@ -800,26 +819,35 @@ def scaling_table(freqs: dict[str, torch.Tensor], factor: float, train_length: i
         train_length: ``L``.
 
     Returns:
-        A fixed-width table.
+        A :class:`posenc.table.Table`, one row per entry of ``freqs``.
 
     Raises:
         TypeError, ValueError: for bad arguments.
 
     Example:
         >>> print(scaling_table(scaled_frequencies(16, 10000.0, 4.0, 512), 4.0, 512))
-        method                  kept  divided  between  unseen  overshoot  longest period
-        RoPE                       8        0        0       4          4           2e+04
-        position interpolation     0        8        0       0          1         7.9e+04
-        NTK-aware                  1        1        6       3        1.8         7.9e+04
-        YaRN                       1        4        3       0          1         7.9e+04
-        llama3                     3        4        1       0          1         7.9e+04
+        The 8 pairs of a head trained on L = 512 positions, extended 4 times: how many pairs each method keeps, divides by 4 or changes in between; how many meet angles unseen in training by distance 4(L - 1), and how far past its trained arc the furthest one turns.
+        method                  kept  divided by 4  in between  at unseen angles  largest angle / trained arc  longest period (positions)
+        RoPE                       8             0           0                 4                            4                      19,869
+        position interpolation     0             8           0                 0                            1                      79,477
+        NTK-aware                  1             1           6                 3                          1.8                      79,477
+        YaRN                       1             4           3                 0                            1                      79,477
+        llama3                     3             4           1                 0                            1                      79,477
     """
     f = _check_freq_dict(freqs)
     factor = check_positive_float("factor", factor)
     check_int("train_length", train_length, minimum=2)
     original = next(iter(f.values()))
     longest = round(factor * (train_length - 1))
-    header = ["method", "kept", "divided", "between", "unseen", "overshoot", "longest period"]
+    header = [
+        "method",
+        "kept",
+        f"divided by {factor:g}",
+        "in between",
+        "at unseen angles",
+        "largest angle / trained arc",
+        "longest period (positions)",
+    ]
     rows = []
     for name, g in f.items():
         ratio = g / original
@@ -827,25 +855,25 @@ def scaling_table(freqs: dict[str, torch.Tensor], factor: float, train_length: i
         div = int(torch.isclose(ratio, torch.full_like(ratio, 1 / factor), rtol=1e-9, atol=0).sum())
         over = angle_overshoot(longest, train_length, g, original)
         unseen = int((over > 1 + 1e-9).sum())
+        longest_period = periods(g).max().item()
         rows.append(
             [
                 name,
-                str(kept),
-                str(div),
-                str(ratio.numel() - kept - div),
-                str(unseen),
+                kept,
+                div,
+                ratio.numel() - kept - div,
+                unseen,
                 f"{over.max().item():.2g}",
-                f"{periods(g).max().item():.2g}",
+                "never" if math.isinf(longest_period) else _period_text(longest_period),
             ]
         )
-    widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
-    return "\n".join(
-        "  ".join(
-            cell.ljust(w) if c == 0 else cell.rjust(w)
-            for c, (cell, w) in enumerate(zip(r, widths, strict=True))
-        ).rstrip()
-        for r in [header, *rows]
+    caption = (
+        f"The {original.numel()} pairs of a head trained on L = {train_length:,} positions, "
+        f"extended {factor:g} times: how many pairs each method keeps, divides by {factor:g} "
+        f"or changes in between; how many meet angles unseen in training by distance "
+        f"{factor:g}(L - 1), and how far past its trained arc the furthest one turns."
     )
+    return Table(header, rows, caption=caption, align=["left"] + ["right"] * (len(header) - 1))
 
 
 def scaling_figure(freqs: dict[str, torch.Tensor], train_length: int, factor: float):
@@ -871,24 +899,33 @@ def scaling_figure(freqs: dict[str, torch.Tensor], train_length: int, factor: fl
     factor = check_positive_float("factor", factor)
     original = next(iter(f.values()))
     pair = torch.arange(original.numel()).numpy()
-    fig, (left, right) = plots.figure(1, 2, height=3.8)
+    fig, (left, right) = plots.figure(1, 2, height=4.0)
     styles = ["-", "--", "-.", "-", ":"]
     for j, (name, g) in enumerate(f.items()):
         style = styles[j % len(styles)]
         left.plot(pair, periods(g).numpy(), style, lw=1.6, label=name)
         right.plot(pair, (g / original).numpy(), style, lw=1.6, label=name)
-    for length, text in ((train_length, "trained"), (factor * train_length, "extended")):
-        left.axhline(length, color=plots.COLORS["grey"], lw=0.8, ls="--")
-        left.text(0, length * 1.25, f"{text} context {length:g}", fontsize=8)
+    # the band between the trained and the extended context (a patch, not two more lines)
+    left.axhspan(train_length, factor * train_length, color=plots.COLORS["grey"], alpha=0.25)
+    left.text(
+        pair[-1],
+        math.sqrt(factor) * train_length,
+        f"context L to {factor:g}L",
+        ha="right",
+        va="center",
+    )
     left.set_yscale("log")
     left.set_xlabel("pair index i")
     left.set_ylabel("period (positions)")
     left.set_title("period of each pair")
     right.axhline(1 / factor, color=plots.COLORS["grey"], lw=0.8, ls="--")
+    right.text(0, 1 / factor + 0.03, f"1 / {factor:g}")
     right.set_xlabel("pair index i")
     right.set_ylabel(r"$\theta'_i / \theta_i$")
     right.set_title("scaled / original frequency")
-    right.legend(fontsize=8, loc="center right")
+    fig.legend(
+        *left.get_legend_handles_labels(), loc="outside lower center", ncols=3, frameon=False
+    )
     return fig
 
 

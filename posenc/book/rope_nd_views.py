@@ -28,6 +28,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import matplotlib as mpl
+import matplotlib.patches
 import torch
 
 from posenc import plots
@@ -480,7 +482,12 @@ def frequency_allocation_figure(
         ax.set_xlabel("pair index")
         ax.set_title(title)
     axs[0].set_ylabel(r"frequency $\theta$ (rad / step)")
-    axs[1].legend(loc="lower left")
+    fig.legend(
+        *axs[0].get_legend_handles_labels(),
+        loc="outside lower center",
+        ncols=len(labels),
+        frameon=False,
+    )
     return fig
 
 
@@ -503,14 +510,33 @@ def _check_query_cells(query_cells, side: int, window: int) -> list:
     return query_cells
 
 
-def _score_map(ax, m: torch.Tensor, cell, vmax: float, side: int, title: str) -> None:
-    """The scores ``m[x, y]`` of one query against every key cell, the query marked."""
-    ax.imshow(m.T.cpu().numpy(), origin="lower", cmap="RdBu_r", vmin=-vmax, vmax=vmax)
-    ax.plot([cell[0]], [cell[1]], "kx", ms=8, mew=2)
+def _score_map(ax, m: torch.Tensor, cell, vmax: float, side: int, window: int, title: str):
+    """The scores ``m[x, y]`` of one query against every key cell, the query marked.
+
+    The map is divided by ``vmax``; a dashed square marks the cells within ``window`` of
+    the query. Returns the image, for a colour bar.
+    """
+    image = ax.imshow(
+        (m / vmax).T.cpu().numpy(), origin="lower", cmap=plots.DIVERGING, vmin=-1, vmax=1
+    )
+    ax.plot([cell[0]], [cell[1]], "x", color=plots.COLORS["ink"], ms=9, mew=2.5)
+    corner = (cell[0] - window - 0.5, cell[1] - window - 0.5)
+    ax.add_patch(
+        mpl.patches.Rectangle(
+            corner,
+            2 * window + 1,
+            2 * window + 1,
+            fill=False,
+            ls="--",
+            lw=1.4,
+            color=plots.COLORS["ink"],
+        )
+    )
     ax.set_xticks(range(0, side, 5))
     ax.set_yticks(range(0, side, 5))
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title)
     ax.grid(False)
+    return image
 
 
 def score_maps_figure(
@@ -518,27 +544,27 @@ def score_maps_figure(
     k: torch.Tensor,
     *,
     side: int = 16,
-    query_cells: Sequence[tuple[int, int]] = ((4, 4), (10, 9)),
+    query_cells: Sequence[tuple[int, int]] = ((5, 5), (10, 9)),
     base: float = 100.0,
     window: int = 4,
 ):
     """Score of a query cell against every key cell, for axial and mis-paired 2-D RoPE.
 
-    One row per encoding (:func:`posenc.rope.apply_rope_nd`, :func:`mispaired_rope_2d`).
-    The first two columns show the score map of the query placed at each of the two
-    ``query_cells`` (marked with a cross); the third shows, for offsets within ``window``
-    of the query, the difference between the two maps read relative to their query. It is
-    zero when the encoding is relative.
+    One row per encoding (:func:`posenc.rope.apply_rope_nd`, :func:`mispaired_rope_2d`),
+    one column per query cell (marked with a cross). Each row is divided by its largest
+    ``|score|``. A dashed square marks the keys within ``window`` of the query; the title
+    of the second column gives the largest difference between the two squares, read
+    relative to their query. It is zero when the encoding is relative.
 
     Args:
         q, k: ``[D]``, ``D`` divisible by 4.
         side: the grid is ``side x side``.
         query_cells: two cells ``(x, y)``, each at least ``window`` away from the border.
         base: frequency base (small values give patterns visible on a small grid).
-        window: half-width of the offset window of the third column.
+        window: half-width of the compared square around each query.
 
     Returns:
-        The figure.
+        The figure: four maps in two rows and a colour bar.
 
     Raises:
         TypeError, ValueError: for bad vectors, or cells too close to the border.
@@ -546,8 +572,8 @@ def score_maps_figure(
     Example:
         >>> q, k = torch.randn(2, 8, dtype=torch.float64)
         >>> fig = score_maps_figure(q, k, side=8, query_cells=((2, 2), (5, 4)), window=2)
-        >>> len(fig.axes)
-        6
+        >>> len(fig.axes)  # four maps and the colour bar
+        5
         >>> import matplotlib.pyplot as plt; plt.close(fig)
     """
     check_int("side", side, minimum=2)
@@ -559,29 +585,32 @@ def score_maps_figure(
         "axial": lambda x, p: apply_rope_nd(x, p, base=base),
         "mis-paired": lambda x, p: mispaired_rope_2d(x, p, base=base),
     }
-    fig, axs = plots.figure(2, 3, height=5.6)
+    fig, axs = plots.figure(2, 2, height=8.7)
     for row, (name, rotate) in enumerate(rotations.items()):
         scores = pairwise_scores(q, k, cells, rotate).reshape(side, side, side, side)
         maps = [scores[cx, cy] for cx, cy in query_cells]  # [side, side] each, [x, y]
         vmax = max(m.abs().max().item() for m in maps)
-        for col, ((cx, cy), m) in enumerate(zip(query_cells, maps, strict=True)):
-            _score_map(axs[row, col], m, (cx, cy), vmax, side, f"{name}: query at {(cx, cy)}")
         windows = [
-            m[cx - window : cx + window + 1, cy - window : cy + window + 1]
+            m[cx - window : cx + window + 1, cy - window : cy + window + 1] / vmax
             for (cx, cy), m in zip(query_cells, maps, strict=True)
         ]
-        diff = (windows[1] - windows[0]).T.cpu().numpy()
-        ax = axs[row, 2]
-        ax.imshow(
-            diff,
-            origin="lower",
-            cmap="RdBu_r",
-            vmin=-vmax,
-            vmax=vmax,
-            extent=(-window - 0.5, window + 0.5, -window - 0.5, window + 0.5),
-        )
-        ax.set_title(f"{name}: difference by (dx, dy)", fontsize=9)
-        ax.set_xlabel("dx")
-        ax.set_ylabel("dy")
-        ax.grid(False)
+        diff = (windows[1] - windows[0]).abs().max().item()
+        for col, ((cx, cy), m) in enumerate(zip(query_cells, maps, strict=True)):
+            title = f"{name}, query at {(cx, cy)}"
+            if col == 1:
+                title += f"\nsquares differ by {diff:.2f}"
+            image = _score_map(axs[row, col], m, (cx, cy), vmax, side, window, title)
+    for ax in axs[1]:
+        ax.set_xlabel("key x")
+    for ax in axs[:, 0]:
+        ax.set_ylabel("key y")
+    fig.colorbar(
+        image,
+        ax=axs,
+        orientation="horizontal",
+        shrink=0.5,
+        aspect=30,
+        label="score / largest |score| of the row",
+        ticks=[-1, -0.5, 0, 0.5, 1],
+    )
     return fig
