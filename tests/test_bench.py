@@ -135,6 +135,54 @@ def test_format_table_shows_skipped_rows_and_wrong_results():
     assert len(report.format_table({"rows": rows}, implementation="dense").splitlines()) == 2
 
 
+def test_table_says_once_what_rows_share():
+    rows = [
+        _row("clone", 1.0, layout="-", gbps=2.0, alloc_ratio=1.0, traffic_ratio=0.5),
+        _row("apply_rope", 2.0, alloc_ratio=0.5, speedup_vs_transformers=3.0),
+        _row("dense", None, note="skipped: too slow"),
+    ]
+    table = report.table({"rows": rows})
+    assert table.columns[:2] == ["implementation", "layout"] and table.columns[-1] == "note"
+    assert "[1, 32, 4096, 64], float32 on cpu" in table.caption
+    assert table.rows[1][2:] == ["2.000", "-", "0.50", "-", "3.00", ""]
+    assert table.rows[2][2] == "-" and table.rows[2][-1] == "skipped: too slow"
+    both = report.table({"rows": [*rows, _row("clone", 1.0, layout="-", length=128)]})
+    assert both.columns[0] == "T" and "T, 64]" in both.caption
+    with pytest.raises(ValueError, match="no rows match"):
+        report.table({"rows": rows}, dim=7)
+    with pytest.raises(TypeError, match="result must be"):
+        report.table(rows)
+
+
+def test_targets_table_shows_each_goal():
+    c = {"check": "apply_rope_: in place vs traffic bound", "layout": "half"}
+    table = report.targets_table([{**c, "value": 0.5, "goal": 0.6, "met": False}])
+    assert table.rows == [[c["check"], "half", "0.50", "\u2265 0.6", "MISSED"]]
+    with pytest.raises(TypeError, match="checks"):
+        report.targets_table([c])
+
+
+def test_time_figure_draws_at_most_six_lines():
+    rows = [
+        _row(name, ms * t / 128, layout=lay, length=t)
+        for name, ms, lay in (("clone", 1.0, "-"), ("copy_", 0.5, "-"), ("apply_rope", 1.2, "half"))
+        for t in (128, 256)
+    ]
+    fig = report.time_figure({"rows": rows})
+    try:
+        assert [ln.get_label() for ln in fig.axes[0].lines] == [
+            "copy_ (bound)",
+            "clone (bound)",
+            "apply_rope",
+        ]
+    finally:
+        plt.close(fig)
+    with pytest.raises(ValueError, match="1 to 6"):
+        report.time_figure({"rows": rows}, names=list(bench.IMPLEMENTATIONS))
+    with pytest.raises(ValueError, match="layout"):
+        report.time_figure({"rows": rows}, layout="rows")
+
+
 def test_rows_where_rejects_unknown_fields():
     with pytest.raises(KeyError, match="no field 'colour'"):
         bench.rows_where({"rows": [_row("clone", 1.0)]}, colour="red")

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
+from mdit_py_plugins.deflist import deflist_plugin
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 from myst_parser.mdit_to_docutils.base import default_slugify
 
@@ -133,16 +134,25 @@ def test_claims_appendix_is_current():
     )
 
 
-def test_claims_markdown_has_one_row_per_claim_with_its_link():
+def test_claims_markdown_has_one_block_per_claim_with_its_link():
+    """The appendix renders as one definition (claim, then verdict, finding and link) per
+    claim, grouped by source: text that wraps in the column, and no table that could not."""
     text = claims_tables.claims_markdown()
-    rows = [line for line in text.splitlines() if line.startswith("| ") and "**" in line]
-    assert len(rows) == len(claims.CLAIMS)
+    md = MarkdownIt("commonmark").use(dollarmath_plugin).use(deflist_plugin).enable("table")
+    tokens = md.parse(text)
+    assert not [t for t in tokens if t.type == "table_open"], "a table does not wrap"
+    terms = [b for a, b in itertools.pairwise(tokens) if a.type == "dt_open"]
+    assert sum(t.type == "dd_open" for t in tokens) == len(terms)
     order = list(claims.SOURCES)  # the appendix groups the claims by source
     grouped = sorted(claims.CLAIMS, key=lambda c: order.index(c.source))
-    for row, claim in zip(rows, grouped, strict=True):
-        assert f"**{claim.verdict}**" in row
-        assert f"#{claim.section})" in row
-        assert row.count(" | ") == 3, "a cell leaks a table separator"
+    assert len(terms) == len(grouped)
+    blocks = [line for line in text.splitlines() if line.startswith(": ")]
+    assert len(blocks) == len(grouped)
+    for term, block, claim in zip(terms, blocks, grouped, strict=True):
+        assert re.sub(r"[\s$]", "", term.content) == re.sub(r"[\s$]", "", claim.statement)
+        assert block.startswith(f": **{claim.verdict}.** ")
+        assert f"(../notebooks/{claim.chapter:02d}_" in block
+        assert block.endswith(f"#{claim.section}).")
 
 
 def test_update_claims_page_rewrites_only_between_the_markers(tmp_path):
@@ -168,15 +178,20 @@ def test_source_tally_counts_every_finding():
             expected = sum(c.source == source and c.verdict == verdict for c in claims.CLAIMS)
             assert counts[verdict] == expected
     table = claims_tables.format_source_tally(tally)
-    assert len(table.splitlines()) == len(tally) + 1
+    assert table.columns == ["source", "holds", "with a caveat", "wrong"]
+    assert [row[0] for row in table.rows] == [claims.SOURCES[s] for s in tally]
+    assert [[int(n) for n in row[1:]] for row in table.rows] == [
+        [c[v] for v in claim_checks.VERDICTS] for c in tally.values()
+    ]
 
 
 def test_format_findings_lists_only_the_asked_verdicts():
     findings = {key: claim_checks.Finding(claim.verdict, "e") for key, claim in CLAIMS.items()}
-    text = claims_tables.format_findings(findings, verdicts=[claim_checks.WRONG])
+    table = claims_tables.format_findings(findings, verdicts=[claim_checks.WRONG])
     wrong = [c for c in claims.CLAIMS if c.verdict == claim_checks.WRONG]
-    assert len(text.splitlines()) == 2 * len(wrong)
-    assert all(c.title in text for c in wrong)
+    assert [row[2] for row in table.rows] == [c.title for c in wrong]
+    assert [row[0] for row in table.rows] == [str(c.chapter) for c in wrong]
+    assert "are wrong" in table.caption
 
 
 # Slugs: claims_tables.slugify against MyST itself.
@@ -234,13 +249,15 @@ def test_all_schemes_cover_every_family_and_chapter(results):
 
 
 def test_scheme_table_agrees_with_the_properties_table(results):
-    ours = summary.scheme_table(results).splitlines()[1:]
-    theirs = properties.format_table(results).splitlines()[1:]
+    ours = summary.scheme_table(results, evidence=True).rows
+    theirs = properties.format_table(results, evidence=True).splitlines()[1:]
     for mine, other, name in zip(ours, theirs, results, strict=True):
-        marks = re.findall(r"[✓✗]", mine)
-        assert marks == re.findall(r"[✓✗]", other)
-        assert mine.endswith(f"{marks.count('✓')} of 5")
-        assert mine.startswith(name)
+        assert mine[0] == name and other.startswith(name)
+        assert mine[3:8] == re.findall(r"[✓✗] \S+", other)  # marks and measured numbers
+        assert mine[-1] == f"{sum(cell.startswith('✓') for cell in mine[3:8])} of 5"
+    assert [row[3:8] for row in summary.scheme_table(results).rows] == [
+        [cell[0] for cell in row[3:8]] for row in ours
+    ]
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import posenc as pe
 from posenc import precision as pr
+from posenc.book import llama_rope
 from posenc.book import precision_views as pv
 
 F64 = torch.float64
@@ -150,11 +151,10 @@ def test_float32_angle_error_is_within_its_bound(p, base):
 def test_angle_error_table_reports_running_maxima():
     f = pe.rope_inv_freq(8)
     curves = pv.angle_error_curves(f, 2000, ["fp32 angles", "bf16 positions", "all fp16"])
-    table = pv.angle_error_table(curves, [100, 2000]).splitlines()
-    assert table[0].split()[-2:] == ["100", "2000"]
-    for line in table[1:]:
-        name = line[:-20].strip()
-        cells = line[-20:].split()
+    table = pv.angle_error_table(curves, [100, 2000])
+    assert table.columns == ["recipe", "p \u2264 100 (rad)", "p \u2264 2,000 (rad)"]
+    assert [row[0] for row in table.rows] == list(curves)
+    for name, *cells in table.rows:
         for cell, c in zip(cells, [100, 2000], strict=True):
             want = curves[name][: c + 1].max().item()
             assert (cell == "0" and want < 1e-12) or float(cell) == pytest.approx(want, rel=0.05)
@@ -209,7 +209,7 @@ def test_offset_scores_are_rotated_dot_products(seed, offset):
 def test_rounded_frequencies_keep_the_relative_property_and_positions_do_not():
     gen = torch.Generator().manual_seed(0)
     q, k = torch.randn(2, 64, generator=gen, dtype=F64)
-    f = pe.book.llama_rope.llama32_inv_freq()
+    f = llama_rope.llama32_inv_freq()
     starts = torch.arange(0, 131072, 997)
     inv = pv.offset_scores(q, k, starts, 100, f, "bf16 inv_freq")
     pos = pv.offset_scores(q, k, starts, 100, f, "bf16 positions")
@@ -228,9 +228,10 @@ def test_relative_error_table_cells_are_the_measured_maxima():
     q, k = torch.randn(2, 8, generator=gen, dtype=F64)
     f = pe.rope_inv_freq(8)
     table = pv.relative_error_table(
-        q, k, f, offset=2, ranges=[(0, 50), (1000, 1400)], recipes=["all bf16"], samples=10**6
+        q, k, f, offsets=[2], ranges=[(0, 50), (1000, 1400)], recipes=["all bf16"], samples=10**6
     )
-    cells = table.splitlines()[1].split()[-2:]
+    assert table.columns == ["offset", "recipe", "0\u201149", "1,000\u20111,399"]
+    cells = table.rows[0][-2:]
     exact = pv.offset_scores(q, k, [0], 2, f)[0]
     for cell, (a, b) in zip(cells, [(0, 50), (1000, 1400)], strict=True):
         want = (pv.offset_scores(q, k, torch.arange(a, b), 2, f, "all bf16") - exact).abs().max()
@@ -253,9 +254,7 @@ def test_apply_rope_is_within_the_bound_at_long_positions(dtype, layout):
     gen = torch.Generator().manual_seed(7)
     p = torch.cat([torch.arange(4), torch.randint(0, 131073, (252,), generator=gen)])
     x = torch.randn(256, 64, generator=gen)
-    c = pr.check_apply_rope(
-        x, p, dtype, inv_freq=pe.book.llama_rope.llama32_inv_freq(), layout=layout
-    )
+    c = pr.check_apply_rope(x, p, dtype, inv_freq=llama_rope.llama32_inv_freq(), layout=layout)
     assert c.dtype_kept and c.within_bound
     if dtype in (BF16, torch.float8_e4m3fn):
         assert c.max_error <= 2 * c.rounding_step  # as good as rounding the exact answer
@@ -382,7 +381,16 @@ def test_figures_draw():
             "x must be \\[T, D\\]",
         ),
         (lambda: pr.check_apply_rope(torch.randn(2, 4), [0, 1], "bf16"), TypeError, "dtype"),
+        (
+            lambda: pv.relative_error_table(
+                torch.randn(4), torch.randn(4), pe.rope_inv_freq(4), offsets=[1.5]
+            ),
+            TypeError,
+            "offsets",
+        ),
         (lambda: pv.format_checks([]), ValueError, "checks must not be empty"),
+        (lambda: pv.check_table([]), ValueError, "checks must not be empty"),
+        (lambda: pv.recipe_table(["fp8 angles"]), ValueError, "recipe"),
         (lambda: pv.format_checks([1]), TypeError, "RopeCheck"),
         (lambda: pr.ulp([1.0], BF16), TypeError, "values must be a torch.Tensor"),
         (lambda: pv.spacing_table([256], "bf16"), TypeError, "dtypes"),

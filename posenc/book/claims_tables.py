@@ -2,10 +2,14 @@
 
 - :func:`source_tally`, :func:`format_source_tally` and :func:`format_findings`: the
   verdicts found, by source and claim by claim, for chapter 15;
-- :func:`claims_markdown` writes the appendix's table (``book/claims.md``): every claim with
+- :func:`claims_markdown` writes the appendix's list (``book/claims.md``): every claim with
   its source, verdict, finding and a link to the chapter section that shows it (found by
-  its heading in the notebook); :func:`update_claims_page` rewrites the table between the
+  its heading in the notebook), one block per claim so that the page wraps within the
+  text column on any screen; :func:`update_claims_page` rewrites the list between the
   page's two markers.
+
+Chapter 15's tallies and lists are :class:`posenc.table.Table` objects: captioned HTML
+tables in a notebook, aligned text when printed.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 from posenc._validate import _got, check_int, check_str_sequence
 from posenc.book.claim_checks import CAVEAT, HOLDS, VERDICTS, WRONG, Finding
 from posenc.book.claims import CLAIMS, SOURCES, Claim, _check_claims
+from posenc.table import Table
 
 __all__ = [
     "claims_markdown",
@@ -105,16 +110,41 @@ def _headings(path: Path) -> dict[str, str]:
     return found
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _flat(text: str) -> str:
+    """One line of markdown whose inline equations can wrap: a claim's text may be written
+    over several lines, and a long inline equation is split before each top-level ``=``
+    (``$a = b$`` becomes ``$a$ $= b$``), since a line cannot break inside an equation.
+
+    Example:
+        >>> _flat("so  $a + b + c = d + e + f + g_{i=1}$   holds, $N = 10$")
+        'so $a + b + c$ $= d + e + f + g_{i=1}$ holds, $N = 10$'
+    """
+    return re.sub(r"(?<![$\\])\$([^$]+)\$(?!\$)", _split_equation, " ".join(text.split()))
+
+
+def _split_equation(match: re.Match) -> str:
+    body = match.group(1)
+    if "\\begin" in body or len(body) < 30:  # short ones fit on any line
+        return match.group(0)
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(body):
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if char == "=" and depth == 0 and body[:i].strip():
+            parts.append(body[start:i].strip())
+            start = i
+    parts.append(body[start:].strip())
+    return " ".join(f"${part}$" for part in parts)
 
 
 def claims_markdown(claims: Sequence[Claim] = CLAIMS, *, notebooks: Path = NOTEBOOKS) -> str:
-    """The claims table of the "Claims checked" appendix, as MyST markdown.
+    """The claims of the "Claims checked" appendix, as MyST markdown.
 
-    One section per source, with a citation, then a table of its claims: the claim, the
-    verdict, what the book found, and a link to the chapter section whose executed cells
-    show it (``../notebooks/NN_name.ipynb#slug``, resolved by MyST's heading anchors).
+    One section per source, with a citation, then one block per claim: a definition list
+    whose term is the claim and whose definition gives the verdict in bold, what the book
+    found, and a link to the chapter section whose executed cells show it
+    (``../notebooks/NN_name.ipynb#slug``, resolved by MyST's heading anchors). Blocks of
+    text wrap, so the page fits the text column on any screen (a table of four long
+    columns would not).
 
     Args:
         claims: the claims.
@@ -133,7 +163,11 @@ def claims_markdown(claims: Sequence[Claim] = CLAIMS, *, notebooks: Path = NOTEB
 
     Example:
         >>> text = claims_markdown([c for c in CLAIMS if c.key == "binary-252"])
-        >>> "../notebooks/03_integers_and_bits.ipynb#binary" in text
+        >>> print(text.splitlines()[6])
+        Position 252 in binary is `11111100`.
+        >>> print(text.splitlines()[7][:60])
+        : **holds.** Written most significant bit first; the encodin
+        >>> "(../notebooks/03_integers_and_bits.ipynb#binary)" in text
         True
     """
     claims = _check_claims(claims)
@@ -146,7 +180,6 @@ def claims_markdown(claims: Sequence[Claim] = CLAIMS, *, notebooks: Path = NOTEB
             continue
         name = SOURCES.get(source, source)
         lines += [f"## {name[0].upper()}{name[1:]}", "", f"Source: {{cite:p}}`{source}`.", ""]
-        lines += ["| claim | verdict | what the code shows | where |", "|---|---|---|---|"]
         for claim in mine:
             path = _notebook(claim.chapter, notebooks)
             headings = _headings(path)
@@ -159,11 +192,11 @@ def claims_markdown(claims: Sequence[Claim] = CLAIMS, *, notebooks: Path = NOTEB
             link = (
                 f"[chapter {claim.chapter}, *{heading}*](../notebooks/{path.name}#{claim.section})"
             )
-            lines.append(
-                f"| {_cell(claim.statement)} | **{claim.verdict}** | {_cell(claim.finding)} "
-                f"| {link} |"
-            )
-        lines.append("")
+            lines += [
+                _flat(claim.statement),
+                f": **{claim.verdict}.** {_flat(claim.finding)} Shown in {link}.",
+                "",
+            ]
     lines.append(CLAIMS_END)
     return "\n".join(lines)
 
@@ -267,14 +300,15 @@ def source_tally(
     return tally
 
 
-def format_source_tally(tally: Mapping[str, Mapping[str, int]]) -> str:
-    """The tally of :func:`source_tally` as a fixed-width table.
+def format_source_tally(tally: Mapping[str, Mapping[str, int]]) -> Table:
+    """The tally of :func:`source_tally` as a captioned table.
 
     Args:
         tally: ``{source key: {verdict: count}}``.
 
     Returns:
-        One row per source: its short name, then the counts of each verdict.
+        A :class:`posenc.table.Table`, one row per source: its short name, then the number
+        of its claims with each verdict.
 
     Raises:
         TypeError: if ``tally`` is not a mapping of source keys (str) to
@@ -284,8 +318,9 @@ def format_source_tally(tally: Mapping[str, Mapping[str, int]]) -> str:
 
     Example:
         >>> print(format_source_tally({"su2024roformer": {HOLDS: 1, CAVEAT: 1, WRONG: 0}}))
-        source     holds  with a caveat  wrong
-        RoFormer       1              1      0
+        The claims of each source checked by the book, by verdict.
+        source    holds  with a caveat  wrong
+        RoFormer      1              1      0
     """
     _check_mapping("tally", tally, "{source key: {verdict: count}}")
     for key, counts in tally.items():
@@ -301,14 +336,14 @@ def format_source_tally(tally: Mapping[str, Mapping[str, int]]) -> str:
             )
         for verdict in VERDICTS:
             check_int(f"tally[{key!r}][{verdict!r}]", counts[verdict], minimum=0)
-    names = [SOURCES.get(key, key) for key in tally]
-    width = max(len("source"), *(len(n) for n in names))
-    lines = [f"{'source':<{width}}  holds  with a caveat  wrong"]
-    for name, counts in zip(names, tally.values(), strict=True):
-        lines.append(
-            f"{name:<{width}}  {counts[HOLDS]:>5}  {counts[CAVEAT]:>14}  {counts[WRONG]:>5}"
-        )
-    return "\n".join(lines)
+    return Table(
+        ["source", "holds", "with a caveat", "wrong"],
+        [
+            [SOURCES.get(key, key), counts[HOLDS], counts[CAVEAT], counts[WRONG]]
+            for key, counts in tally.items()
+        ],
+        caption="The claims of each source checked by the book, by verdict.",
+    )
 
 
 def format_findings(
@@ -316,8 +351,8 @@ def format_findings(
     claims: Sequence[Claim] = CLAIMS,
     *,
     verdicts: Sequence[str] = VERDICTS,
-) -> str:
-    """The findings with a given verdict, one block per claim.
+) -> Table:
+    """The findings with a given verdict, one row per claim, as a captioned table.
 
     Args:
         findings: ``{claim key: Finding}``.
@@ -325,8 +360,9 @@ def format_findings(
         verdicts: which verdicts to list.
 
     Returns:
-        For each listed claim: ``[chapter] source: title``, then its verdict and evidence
-        indented on the next line.
+        A :class:`posenc.table.Table`: the chapter that shows the claim, its source, the
+        claim in a few words, and what its check found (prefixed by the verdict when more
+        than one verdict is listed). The long cells wrap in HTML.
 
     Raises:
         TypeError: if ``findings`` is not a mapping of claim keys to :class:`Finding`
@@ -337,9 +373,10 @@ def format_findings(
 
     Example:
         >>> f = {"binary-252": Finding(HOLDS, "252 = 11111100")}
-        >>> print(format_findings(f))
-        [ 3] Hugging Face post: 252 is 11111100 in binary
-             holds: 252 = 11111100
+        >>> print(format_findings(f, verdicts=[HOLDS]))
+        The claims that hold, checked again: the chapter that shows each, and what its check found.
+        chapter  source             claim                          found
+              3  Hugging Face post  252 is 11111100 in binary      252 = 11111100
     """
     check_str_sequence("verdicts", verdicts)
     bad = [v for v in verdicts if v not in VERDICTS]
@@ -351,13 +388,24 @@ def format_findings(
     unknown = [key for key in findings if key not in by_key]
     if unknown:
         raise ValueError(f"findings for unknown claims: {unknown}")
-    lines = []
+    several = len(set(verdicts)) > 1
+    rows = []
     for key, finding in findings.items():
         if finding.verdict not in verdicts:
             continue
         claim = by_key[key]
-        lines.append(
-            f"[{claim.chapter:>2}] {SOURCES.get(claim.source, claim.source)}: {claim.title}"
-        )
-        lines.append(f"     {finding.verdict}: {finding.evidence}")
-    return "\n".join(lines)
+        found = f"{finding.verdict}: {finding.evidence}" if several else finding.evidence
+        rows.append([claim.chapter, SOURCES.get(claim.source, claim.source), claim.title, found])
+    which = " or ".join(_VERDICT_WORDS[v] for v in dict.fromkeys(verdicts))
+    return Table(
+        ["chapter", "source", "claim", "found"],
+        rows,
+        caption=(
+            f"The claims that {which}, checked again: the chapter that shows each, and what "
+            "its check found."
+        ),
+        align=["right", "left", "left", "left"],
+    )
+
+
+_VERDICT_WORDS = {HOLDS: "hold", CAVEAT: "hold with a caveat", WRONG: "are wrong"}

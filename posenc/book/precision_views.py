@@ -4,11 +4,14 @@ The quantities themselves (spacing of a float format, the angle recipes, the exa
 the error bound) live in :mod:`posenc.precision`; this module tabulates and draws them:
 
 - which integers a float format holds: :func:`spacing_table`, :func:`position_rounding_figure`;
-- angle errors by recipe: :func:`angle_error_curves`, :func:`angle_error_table`,
-  :func:`angle_error_figure`;
+- angle errors by recipe: :func:`recipe_table`, :func:`angle_error_curves`,
+  :func:`angle_error_table`, :func:`angle_error_figure`;
 - what the errors do to attention scores and to the relative property:
   :func:`offset_scores`, :func:`relative_error_table`, :func:`offset_scores_figure`;
-- whether ``posenc`` follows the fix: :func:`format_checks`.
+- whether ``posenc`` follows the fix: :func:`check_table`, :func:`format_checks`.
+
+The tables the chapter shows are :class:`posenc.table.Table` objects: captioned HTML in a
+notebook, aligned text when printed.
 
 Shapes: ``T`` positions, ``D`` features (``D/2`` pairs), ``M`` start positions.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import matplotlib as mpl
 import torch
 
 from posenc import plots
@@ -35,15 +39,18 @@ from posenc.precision import (
     spacing,
     stored_positions,
 )
+from posenc.table import Table
 
 __all__ = [
     "angle_error_curves",
     "angle_error_figure",
     "angle_error_table",
+    "check_table",
     "format_checks",
     "offset_scores",
     "offset_scores_figure",
     "position_rounding_figure",
+    "recipe_table",
     "relative_error_table",
     "spacing_table",
 ]
@@ -145,43 +152,42 @@ def position_rounding_figure(
     check_int("window", window, minimum=2)
     check_int("window_start", window_start, minimum=0)
     dtypes = _check_dtypes(dtypes)
-    fig, (left, right) = plots.figure(1, 2, height=3.4)
+    fig, (left, right) = plots.figure(1, 2, height=3.6)
     p = torch.arange(1, max_position + 1)
     close = torch.arange(window_start, window_start + window)
-    right.plot(close, close, color=plots.COLORS["grey"], lw=1.0, label="exact")
     colors = [plots.COLORS[c] for c in ("blue", "orange", "red", "green", "ink")]
-    for i, d in enumerate(dtypes):
-        color = colors[i % len(colors)]
-        stored = stored_positions(p, d)
-        finite = torch.isfinite(stored)
-        err = (stored - p.to(F64)).abs()
-        x, top = _log_bins(err[finite], p[finite], 60)
-        left.step(
-            x,
-            torch.where(top > 0, top, torch.nan),
-            where="pre",
-            lw=1.5,
-            color=color,
-            label=_name(d),
+    with mpl.rc_context(plots.STYLE):
+        right.plot(close, close, color=plots.COLORS["grey"], lw=1.0, label="exact")
+        for i, d in enumerate(dtypes):
+            color = colors[i % len(colors)]
+            stored = stored_positions(p, d)
+            finite = torch.isfinite(stored)
+            err = (stored - p.to(F64)).abs()
+            x, top = _log_bins(err[finite], p[finite], 60)
+            top = torch.where(top > 0, top, torch.nan)
+            left.step(x, top, where="pre", lw=1.5, color=color, label=_name(d))
+            if not bool(finite.all()):
+                first = int(p[~finite][0])
+                left.axvline(
+                    first, ls=":", color=color, lw=1.2, label=f"{_name(d)} overflows ({first})"
+                )
+            right.step(close, stored_positions(close, d), where="mid", lw=1.5, color=color)
+        left.set_xscale("log")
+        left.set_yscale("log", base=2)
+        left.set_xlabel("position p")
+        left.set_ylabel("largest |stored p - p|")
+        left.set_title("Rounding error of a stored position")
+        right.set_xlabel("position p")
+        right.set_ylabel("stored p")
+        right.set_title(f"Positions {window_start} to {window_start + window - 1}")
+        handles, labels = left.get_legend_handles_labels()
+        exact, _ = right.get_legend_handles_labels()
+        fig.legend(
+            [*handles, *exact],
+            [*labels, "exact (right)"],
+            loc="outside lower center",
+            ncols=len(labels) + 1,
         )
-        if not bool(finite.all()):
-            first = int(p[~finite][0])
-            left.axvline(
-                first, ls=":", color=color, lw=1.2, label=f"{_name(d)} overflows ({first})"
-            )
-        right.step(
-            close, stored_positions(close, d), where="mid", lw=1.5, color=color, label=_name(d)
-        )
-    left.set_xscale("log")
-    left.set_yscale("log", base=2)
-    left.set_xlabel("position p")
-    left.set_ylabel("largest |stored p - p|")
-    left.set_title("Rounding error of a stored position")
-    left.legend(fontsize=8)
-    right.set_xlabel("position p")
-    right.set_ylabel("stored p")
-    right.set_title(f"Positions {window_start} to {window_start + window - 1}")
-    right.legend(fontsize=8)
     return fig
 
 
@@ -205,7 +211,7 @@ def _check_names(recipes: object) -> list[str]:
     return list(recipes)
 
 
-def _check_ints(name: str, values: object, *, minimum: int) -> list[int]:
+def _check_ints(name: str, values: object, *, minimum: int | None) -> list[int]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         raise TypeError(f"{name} must be a sequence of ints, got {values!r}")
     if not values:
@@ -213,6 +219,42 @@ def _check_ints(name: str, values: object, *, minimum: int) -> list[int]:
     for v in values:
         check_int(f"{name} entries", v, minimum=minimum)
     return list(values)
+
+
+def recipe_table(recipes: Sequence[str] = tuple(RECIPES)) -> Table:
+    """The dtype each recipe holds the position, the frequency and the angle in.
+
+    Args:
+        recipes: names in :data:`RECIPES`.
+
+    Returns:
+        A :class:`posenc.table.Table`, one row per recipe.
+
+    Raises:
+        TypeError, ValueError: for recipe names that are not in :data:`RECIPES`.
+
+    Example:
+        >>> recipe_table(["fp32 angles", "bf16 angles"]).rows
+        [['fp32 angles', 'float32', 'float32', 'float32'], ['bf16 angles', 'float32', 'float32', 'bfloat16']]
+    """
+    names = _check_names(recipes)
+
+    def short(dtype: torch.dtype) -> str:
+        return str(dtype).removeprefix("torch.")
+
+    rows = []
+    for name in names:
+        r = RECIPES[name]
+        rows.append([name, short(r.position_dtype), short(r.freq_dtype), short(r.angle_dtype)])
+    return Table(
+        ["recipe", "position p", "frequency \u03b8", "angle p\u03b8"],
+        rows,
+        caption=(
+            "The recipes: the dtype that holds each of the three numbers of an angle. "
+            "The angle is the exact product of the stored p and the stored \u03b8, rounded "
+            "once to its own dtype."
+        ),
+    )
 
 
 def angle_error_curves(
@@ -267,7 +309,7 @@ def _check_curves(curves: object) -> dict[str, torch.Tensor]:
 def angle_error_table(
     curves: dict[str, torch.Tensor],
     checkpoints: Sequence[int] = (1024, 8192, 32768, 131072),
-) -> str:
+) -> Table:
     """Largest angle error over positions ``0 .. c`` for each checkpoint ``c``, per recipe.
 
     Args:
@@ -275,17 +317,21 @@ def angle_error_table(
         checkpoints: last positions (positive ints within the curves).
 
     Returns:
-        A text table in radians, 2 significant digits (``inf``: the angle overflowed; an
-        error can be at most ``pi`` = 3.1).
+        A :class:`posenc.table.Table`, one row per recipe, errors in radians with 2
+        significant digits (``inf``: the angle overflowed; an error can be at most
+        ``pi`` = 3.1).
 
     Raises:
         TypeError, ValueError: for bad curves or checkpoints.
 
     Example:
         >>> f = torch.tensor([1.0, 0.75], dtype=torch.float64)
-        >>> print(angle_error_table(angle_error_curves(f, 300, ["bf16 positions"]), [256, 300]))
-        positions up to         256       300
-        bf16 positions            0         1
+        >>> t = angle_error_table(angle_error_curves(f, 300, ["bf16 positions"]), [256, 300])
+        >>> print(t)  # doctest: +NORMALIZE_WHITESPACE
+        Largest angle error in radians over all positions up to each column's p: π (3.1)
+        means the angle is arbitrary, inf that it overflowed.
+        recipe          p ≤ 256 (rad)  p ≤ 300 (rad)
+        bf16 positions              0              1
     """
     curves = _check_curves(curves)
     checkpoints = _check_ints("checkpoints", checkpoints, minimum=1)
@@ -295,12 +341,18 @@ def angle_error_table(
             f"checkpoints must be at most the last position of the curves ({shortest}), "
             f"got {max(checkpoints)}"
         )
-    width = max(len(n) for n in [*curves, "positions up to"]) + 2
-    lines = ["positions up to".ljust(width) + "".join(f"{c:>10}" for c in checkpoints)]
-    for name, err in curves.items():
-        cells = "".join(_fmt_err(err[: c + 1].max().item(), 10) for c in checkpoints)
-        lines.append(name.ljust(width) + cells)
-    return "\n".join(lines)
+    rows = [
+        [name, *(_fmt_err(err[: c + 1].max().item(), 0) for c in checkpoints)]
+        for name, err in curves.items()
+    ]
+    return Table(
+        ["recipe", *(f"p \u2264 {c:,} (rad)" for c in checkpoints)],
+        rows,
+        caption=(
+            "Largest angle error in radians over all positions up to each column's p: "
+            "\u03c0 (3.1) means the angle is arbitrary, inf that it overflowed."
+        ),
+    )
 
 
 def _log_bins(values: torch.Tensor, positions: torch.Tensor, bins: int) -> tuple:
@@ -318,18 +370,20 @@ def angle_error_figure(curves: dict[str, torch.Tensor], *, bins: int = 80):
     """Largest angle error against position, log-log, one line per recipe.
 
     Each point is the largest error over a bin of positions; errors are drawn up to ``pi``
-    (an angle off by ``pi`` or more is arbitrary), and an overflow is drawn as ``pi``.
-    Recipes with ``fp16`` in their name are dashed.
+    (an angle off by ``pi`` or more is arbitrary; the axis marks that level), and an
+    overflow is drawn as ``pi``. Recipes that round the positions are dotted, other
+    ``fp16`` recipes dashed.
 
     Args:
-        curves: the result of :func:`angle_error_curves`.
+        curves: the result of :func:`angle_error_curves`, at most
+            :data:`posenc.plots.MAX_LINES` recipes (one line each).
         bins: number of log-spaced bins of positions (at least 2).
 
     Returns:
         The matplotlib figure.
 
     Raises:
-        TypeError, ValueError: for bad curves or bins.
+        TypeError, ValueError: for bad curves (or too many) or bins.
 
     Example:
         >>> from posenc.rope import rope_inv_freq
@@ -338,21 +392,37 @@ def angle_error_figure(curves: dict[str, torch.Tensor], *, bins: int = 80):
     """
     curves = _check_curves(curves)
     check_int("bins", bins, minimum=2)
+    if len(curves) > plots.MAX_LINES:
+        raise ValueError(
+            f"curves must hold at most {plots.MAX_LINES} recipes (one line each), "
+            f"got {len(curves)}: {list(curves)}"
+        )
     fig, ax = plots.figure(height=3.8)
     colors = _colors(list(curves))
-    for name, err in curves.items():
-        p = torch.arange(1, err.numel())
-        x, top = _log_bins(err[1:].cpu().clamp(max=math.pi), p, bins)
-        top = torch.where(top > 0, top, torch.nan)  # exact angles have no place on a log axis
-        style = ":" if "positions" in name else "--" if "fp16" in name else "-"
-        ax.plot(x, top, style, lw=2.2 if style == ":" else 1.5, label=name, color=colors[name])
-    ax.axhline(math.pi, color=plots.COLORS["grey"], lw=0.8, ls=":")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("position p")
-    ax.set_ylabel("largest angle error (rad)")
-    ax.set_title("Angle error against float64")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=3)
+    with mpl.rc_context(plots.STYLE):
+        for name, err in curves.items():
+            p = torch.arange(1, err.numel())
+            x, top = _log_bins(err[1:].cpu().clamp(max=math.pi), p, bins)
+            top = torch.where(top > 0, top, torch.nan)  # exact angles: not on a log axis
+            style = ":" if "positions" in name else "--" if "fp16" in name else "-"
+            width = 2.2 if style == ":" else 1.5
+            ax.plot(x, top, style, lw=width, label=name, color=colors[name])
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        # decades below 1 (every other one on a tall range), and pi instead of 10^0
+        low = math.floor(math.log10(max(ax.get_ylim()[0], 1e-300)))
+        step = 1 if low > -4 else 2
+        exponents = [e for e in range(low, 0) if e % step == 0]
+        ax.set_yticks(
+            [*(10.0**e for e in exponents), math.pi],
+            [*(f"$10^{{{e}}}$" for e in exponents), "π"],
+        )
+        ax.set_ylim(top=2 * math.pi)
+        ax.minorticks_off()
+        ax.set_xlabel("position p")
+        ax.set_ylabel("largest angle error (rad)")
+        ax.set_title("Angle error against float64 (π: the angle is arbitrary)")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=3)
     return fig
 
 
@@ -421,7 +491,7 @@ def relative_error_table(
     k: torch.Tensor,
     inv_freq: torch.Tensor,
     *,
-    offset: int = 1,
+    offsets: Sequence[int] = (1,),
     ranges: Sequence[tuple[int, int]] = ((0, 1024), (1024, 8192), (8192, 32768), (32768, 131072)),
     recipes: Sequence[str] = (
         "fp32 angles",
@@ -431,8 +501,8 @@ def relative_error_table(
         "all fp16",
     ),
     samples: int = 4096,
-) -> str:
-    """Largest error of the score at a fixed ``offset``, per range of start positions.
+) -> Table:
+    """Largest error of the score at fixed offsets, per range of start positions.
 
     Each cell is ``max_m |score_recipe(m) - score_exact|`` over starts ``m`` in the range,
     scores as in :func:`offset_scores` (cosines, so errors lie in ``[0, 2]``); ``nan``
@@ -442,26 +512,27 @@ def relative_error_table(
     Args:
         q, k: vectors ``[D]``.
         inv_freq: frequencies ``[D/2]``.
-        offset: the fixed distance.
+        offsets: the fixed distances (ints), one block of rows each.
         ranges: ``(start, stop)`` pairs of starts, ``0 <= start < stop``.
         recipes: names in :data:`RECIPES`.
         samples: most starts taken from one range (at least 1).
 
     Returns:
-        A text table, 2 significant digits (errors below 1e-12 shown as 0).
+        A :class:`posenc.table.Table`: one row per offset and recipe, one column per range
+        of starts, 2 significant digits (errors below 1e-12 shown as 0).
 
     Raises:
-        TypeError, ValueError: for bad vectors, ranges or recipes.
+        TypeError, ValueError: for bad vectors, offsets, ranges or recipes.
 
     Example:
         >>> from posenc.rope import rope_inv_freq
         >>> q, k = torch.randn(2, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
         >>> f = rope_inv_freq(8)
-        >>> print(relative_error_table(q, k, f, ranges=[(0, 64), (256, 512)], recipes=["bf16 positions"]))
-        starts               0-63  256-511
-        bf16 positions          0     0.22
+        >>> t = relative_error_table(q, k, f, ranges=[(0, 64), (256, 512)], recipes=["bf16 positions"])
+        >>> t.columns, t.rows
+        (['offset', 'recipe', '0\u201163', '256\u2011511'], [['1', 'bf16 positions', '0', '0.22']])
     """
-    check_int("offset", offset)
+    offsets = _check_ints("offsets", offsets, minimum=None)
     if isinstance(ranges, (str, bytes)) or not isinstance(ranges, Sequence) or not ranges:
         raise TypeError(
             f"ranges must be a non-empty sequence of (start, stop) pairs, got {ranges!r}"
@@ -473,21 +544,27 @@ def relative_error_table(
         check_int("ranges stop", r[1], minimum=r[0] + 1)
     names = _check_names(recipes)
     check_int("samples", samples, minimum=1)
-    exact = offset_scores(q, k, [0], offset, inv_freq)[0]
-    labels = [f"{a}-{b - 1}" for a, b in ranges]
-    width = max(len(n) for n in [*names, "starts"]) + 2
-    cols = max(len(s) for s in labels) + 2
-    lines = ["starts".ljust(width) + "".join(f"{s:>{cols}}" for s in labels)]
-    for name in names:
-        cells = []
-        for a, b in ranges:
-            stride = -(-(b - a) // samples) | 1  # ceil, made odd
-            starts = torch.arange(a, b, stride)
-            err = (offset_scores(q, k, starts, offset, inv_freq, name) - exact).abs()
-            top = torch.nan if bool(err.isnan().any()) else err.max().item()
-            cells.append(_fmt_err(top, cols))
-        lines.append(name.ljust(width) + "".join(cells))
-    return "\n".join(lines)
+    rows = []
+    for offset in offsets:
+        exact = offset_scores(q, k, [0], offset, inv_freq)[0]
+        for name in names:
+            cells = []
+            for a, b in ranges:
+                stride = -(-(b - a) // samples) | 1  # ceil, made odd
+                starts = torch.arange(a, b, stride)
+                err = (offset_scores(q, k, starts, offset, inv_freq, name) - exact).abs()
+                top = torch.nan if bool(err.isnan().any()) else err.max().item()
+                cells.append(_fmt_err(top, 0))
+            rows.append([str(offset), name, *cells])
+    return Table(
+        ["offset", "recipe", *(f"{a:,}\u2011{b - 1:,}" for a, b in ranges)],
+        rows,
+        caption=(
+            "Largest change of the score q·k / (|q| |k|) of a query and a key a fixed "
+            "offset apart, against the exact score, as the pair slides over each range of "
+            "start positions m, one range per column (nan: an angle overflowed)."
+        ),
+    )
 
 
 def _fmt_err(v: float, width: int) -> str:
@@ -556,6 +633,80 @@ def offset_scores_figure(
     return fig
 
 
+def check_table(checks: Sequence[RopeCheck]) -> Table:
+    """:func:`check_apply_rope` results, one row per dtype (the worst of its layouts).
+
+    Columns: the dtype; whether dtype and device were kept and every element is within
+    :func:`rope_error_bound` in every layout checked (one row covers all of them); the largest error of ``apply_rope``
+    and of the angles, cos and sin computed in the dtype itself, each in rounding steps
+    (half the dtype's spacing at the largest value, the error of rounding the exact answer
+    to the dtype). ``-`` for float64, the reference's own dtype, and where torch cannot
+    compute in the dtype; ``nan`` where that computation overflows.
+
+    Args:
+        checks: results of :func:`check_apply_rope`.
+
+    Returns:
+        A :class:`posenc.table.Table`.
+
+    Raises:
+        TypeError, ValueError: if ``checks`` is empty or holds something else.
+
+    Example:
+        >>> from posenc.precision import check_apply_rope
+        >>> x = torch.randn(8, 64, generator=torch.Generator().manual_seed(0))
+        >>> c = check_apply_rope(x, list(range(0, 80000, 10000)), torch.bfloat16)
+        >>> row = check_table([c]).rows[0]
+        >>> row[:3], float(row[3]) <= 2, float(row[4]) > 10
+        (['bf16', 'True', 'True'], True, True)
+    """
+    checks = _check_rope_checks(checks)
+    rows = []
+    for dtype in dict.fromkeys(c.dtype for c in checks):
+        mine = [c for c in checks if c.dtype == dtype]
+        steps = max(c.max_error / c.rounding_step for c in mine)
+        naive = [c.max_naive for c in mine]
+        if dtype == F64 or any(v is None for v in naive):
+            naive_steps = "-"
+        elif any(math.isnan(v) for v in naive):
+            naive_steps = "nan"
+        else:
+            naive_steps = (
+                f"{max(v / c.rounding_step for v, c in zip(naive, mine, strict=True)):.2g}"
+            )
+        rows.append(
+            [
+                _name(dtype),
+                str(all(c.dtype_kept for c in mine)),
+                str(all(c.within_bound for c in mine)),
+                "-" if dtype == F64 else f"{steps:.2g}",
+                naive_steps,
+            ]
+        )
+    return Table(
+        ["dtype", "kept", "within bound", "error (steps)", "in the dtype (steps)"],
+        rows,
+        caption=(
+            "apply_rope against the float64 rotation of the same input, per dtype (the worst "
+            "of the layouts checked): whether the dtype is kept and every element is within "
+            "the bound, and the largest error of apply_rope and of the naive computation in "
+            "the dtype itself, in rounding steps of the dtype."
+        ),
+        align=["left", "left", "left", "right", "right"],
+    )
+
+
+def _check_rope_checks(checks: object) -> list[RopeCheck]:
+    if isinstance(checks, (str, bytes)) or not isinstance(checks, Sequence):
+        raise TypeError(f"checks must be a sequence of RopeCheck, got {checks!r}")
+    if not checks:
+        raise ValueError("checks must not be empty, got an empty sequence")
+    for c in checks:
+        if not isinstance(c, RopeCheck):
+            raise TypeError(f"checks must hold RopeCheck results, got {type(c).__name__}")
+    return list(checks)
+
+
 def format_checks(checks: Sequence[RopeCheck]) -> str:
     """A text table of :class:`RopeCheck` results, booleans only (the same on every device).
 
@@ -582,13 +733,7 @@ def format_checks(checks: Sequence[RopeCheck]) -> str:
         dtype             layout       kept  within bound  error <= 2 steps  in-dtype > 10 steps
         bf16              interleaved  True          True              True                False
     """
-    if isinstance(checks, (str, bytes)) or not isinstance(checks, Sequence):
-        raise TypeError(f"checks must be a sequence of RopeCheck, got {checks!r}")
-    if not checks:
-        raise ValueError("checks must not be empty, got an empty sequence")
-    for c in checks:
-        if not isinstance(c, RopeCheck):
-            raise TypeError(f"checks must hold RopeCheck results, got {type(c).__name__}")
+    checks = _check_rope_checks(checks)
     head = ("kept", "within bound", "error <= 2 steps", "in-dtype > 10 steps")
     lines = [f"{'dtype':16}  {'layout':11}" + "".join(f"  {h}" for h in head)]
     for c in checks:

@@ -2,8 +2,8 @@
 to RoPE.
 
 - :func:`all_schemes` collects every encoding scheme of the book for
-  :mod:`posenc.properties`; :func:`scheme_table` prints their verdicts with the chapter and
-  family of each.
+  :mod:`posenc.properties`; :func:`scheme_table` tabulates their verdicts with the chapter
+  and family of each (a :class:`posenc.table.Table`).
 - :data:`ROAD` and :func:`road_map_figure`: the book's path on one screen, each station
   with the property verdicts of its scheme.
 
@@ -13,16 +13,17 @@ The claims the book checks are in :mod:`posenc.book.claims`.
 from __future__ import annotations
 
 import itertools
-import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from posenc import properties
-from posenc._validate import check_even_dim, check_int
+from posenc._validate import check_bool, check_even_dim, check_int
 from posenc.rope import apply_rope, rope_inv_freq
 from posenc.scaling import llama3_inv_freq
+from posenc.table import Table
 
 __all__ = [
     "ROAD",
@@ -148,30 +149,37 @@ def all_schemes(max_distance: int = 16) -> dict[str, properties.Scheme]:
     return schemes
 
 
-def scheme_table(results: Mapping[str, Mapping[str, properties.Verdict]]) -> str:
+def scheme_table(
+    results: Mapping[str, Mapping[str, properties.Verdict]], *, evidence: bool = False
+) -> Table:
     """The property table with each scheme's chapter, family and number of passes.
 
     Args:
         results: ``{scheme name: properties.check_all(scheme)}``; every name must be in
             :data:`SCHEME_INFO`.
+        evidence: put each verdict's measured number (relative, as chapter 2 defines it)
+            next to its mark.
 
     Returns:
-        A fixed-width table: scheme, chapter, family, the five verdicts (``✓``/``✗``) and
-        ``passed`` (how many of the five hold).
+        A :class:`posenc.table.Table`: scheme, chapter, family, the five verdicts
+        (``✓``/``✗``) and ``passed`` (how many of the five hold).
 
     Raises:
         TypeError: if ``results`` is not a mapping of scheme names to
-            ``{property: properties.Verdict}``.
+            ``{property: properties.Verdict}``, or ``evidence`` is not a bool.
         ValueError: if ``results`` is empty, a scheme is unknown, or the schemes were
             checked on different properties.
 
     Example:
         >>> s = properties.absolute_schemes()
-        >>> print(scheme_table({"binary": properties.check_all(s["binary"])}))
-        scheme  chapter  family    1  2  3  4  5  passed
-        binary  3        absolute  ✓  ✗  ✓  ✓  ✗  3 of 5
+        >>> t = scheme_table({"binary": properties.check_all(s["binary"])})
+        >>> t.columns[3:]
+        ['1 unique', '2 linear shift', '3 unseen in range', '4 rule', '5 axial 2-D', 'passed']
+        >>> t.rows
+        [['binary', '3', 'absolute', '✓', '✗', '✓', '✓', '✗', '3 of 5']]
     """
     _check_results(results)
+    check_bool("evidence", evidence)
     if not results:
         raise ValueError(f"results must not be empty (one scheme at least), got {results!r}")
     unknown = [name for name in results if name not in SCHEME_INFO]
@@ -180,17 +188,21 @@ def scheme_table(results: Mapping[str, Mapping[str, properties.Verdict]]) -> str
     labels = list(next(iter(results.values())))
     if any(list(r) != labels for r in results.values()):
         raise ValueError("every scheme must be checked on the same properties")
-    header = ["scheme", "chapter", "family", *(label.split()[0] for label in labels), "passed"]
     rows = []
     for name, verdicts in results.items():
         chapter, family = SCHEME_INFO[name]
-        marks = ["✓" if v.holds else "✗" for v in verdicts.values()]
+        marks = [
+            ("✓" if v.holds else "✗") + (f" {properties._fmt(v.evidence)}" if evidence else "")
+            for v in verdicts.values()
+        ]
         passed = sum(v.holds for v in verdicts.values())
         rows.append([name, str(chapter), family, *marks, f"{passed} of {len(labels)}"])
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
-        for r in [header, *rows]
+    caption = "The five properties of chapter 2 for every scheme of the book: ✓ holds, ✗ fails" + (
+        ", each with the number measured (relative)." if evidence else "."
+    )
+    align = ["left", "right", "left", *(["left"] * len(labels)), "right"]
+    return Table(
+        ["scheme", "chapter", "family", *labels, "passed"], rows, caption=caption, align=align
     )
 
 
@@ -278,19 +290,24 @@ def road_map_figure(
 
     check_int("per_row", per_row, minimum=1)
     road = _check_road(results, road)
-    rows, step = math.ceil(len(road) / per_row), 1.3  # rows, vertical distance between them
-    fig, ax = plots.figure(height=1.75 * rows + 0.5)
+    step = 1.3  # vertical distance between rows, in data units
+    points = [_place(i, per_row, step) for i in range(len(road))]
+    # the lowest ink: a lesson's second line, or the last strip of verdict squares
+    bottom = min(
+        y - 0.3 - 0.14 * max(len(station.schemes) - 1, 0) if station.schemes else y - 0.2
+        for station, (_, y) in zip(road, points, strict=True)
+    )
+    fig, ax = plots.figure(height=1.35 * (0.9 - bottom) + 0.1)
     ax.set_axis_off()
     ax.grid(False)
     ax.set_xlim(-0.6, per_row - 0.4)
-    ax.set_ylim(-step * (rows - 1) - 0.6, 0.85)
-    points = [_place(i, per_row, step) for i in range(len(road))]
+    ax.set_ylim(bottom - 0.05, 0.85)
     _draw_track(ax, points, per_row)
     for station, (x, y) in zip(road, points, strict=True):
         _draw_station(ax, station, x, y)
         for j, name in enumerate(station.schemes):
             label = name if len(station.schemes) > 1 else None
-            _draw_verdicts(ax, list(results[name].values()), x, y - 0.16 - 0.14 * j, label)
+            _draw_verdicts(ax, list(results[name].values()), x, y - 0.2 - 0.14 * j, label)
     ax.text(
         -0.55,
         0.84,
@@ -330,16 +347,19 @@ def _place(index: int, per_row: int, step: float) -> tuple[float, float]:
 
 
 def _draw_track(ax, points: list[tuple[float, float]], per_row: int) -> None:
-    """The line between the stations, turning down outside them at the end of a row."""
+    """The line through the stations (one line), turning down outside them at row ends."""
     from posenc import plots
 
-    line = {"color": plots.COLORS["grey"], "lw": 3, "zorder": 0, "solid_capstyle": "round"}
+    xs, ys = [points[0][0]], [points[0][1] + 0.45]
     for (x0, y0), (x1, y1) in itertools.pairwise(points):
-        if y0 == y1:
-            ax.plot([x0, x1], [y0 + 0.45, y1 + 0.45], **line)
-        else:
+        if y0 != y1:
             side = x0 + (0.45 if x0 == per_row - 1 else -0.45)
-            ax.plot([x0, side, side, x1], [y0 + 0.45, y0 + 0.45, y1 + 0.45, y1 + 0.45], **line)
+            xs += [side, side]
+            ys += [y0 + 0.45, y1 + 0.45]
+        xs.append(x1)
+        ys.append(y1 + 0.45)
+    line = {"color": plots.COLORS["grey"], "lw": 3, "zorder": 0, "solid_capstyle": "round"}
+    ax.plot(xs, ys, solid_joinstyle="round", **line)
 
 
 def _draw_station(ax, station: Station, x: float, y: float) -> None:
@@ -348,12 +368,13 @@ def _draw_station(ax, station: Station, x: float, y: float) -> None:
 
     ink = plots.COLORS["ink"]
     colour = plots.COLORS["blue"] if station.schemes else plots.COLORS["grey"]
-    ax.plot([x], [y + 0.45], "o", ms=21, color=colour, mec="white", mew=1.5, zorder=2)
+    ax.scatter([x], [y + 0.45], s=21**2, color=colour, edgecolors="white", lw=1.5, zorder=2)
     number = {"color": "white", "fontsize": 9, "fontweight": "bold", "zorder": 3}
     ax.text(x, y + 0.45, str(station.chapter), ha="center", va="center", **number)
     title = {"fontsize": 9.5, "fontweight": "bold", "color": ink}
     ax.text(x, y + 0.24, station.title, ha="center", va="top", **title)
-    ax.text(x, y + 0.07, station.lesson, ha="center", va="top", fontsize=8, color=ink)
+    lesson = textwrap.fill(station.lesson, 20)  # two short lines fit under a station
+    ax.text(x, y + 0.07, lesson, ha="center", va="top", fontsize=8, color=ink)
 
 
 def _draw_verdicts(ax, verdicts: list, x: float, top: float, label: str | None) -> None:
@@ -375,41 +396,3 @@ def _draw_verdicts(ax, verdicts: list, x: float, top: float, label: str | None) 
         fill = plots.COLORS["green"] if verdict.holds else plots.COLORS["red"]
         corner = (left + i * (size + gap), top - size)
         ax.add_patch(Rectangle(corner, size, size, facecolor=fill, edgecolor="white", lw=0.5))
-
-
-# ----------------------------------------------------------------------------------------
-# Claims
-# ----------------------------------------------------------------------------------------
-
-
-# Chapter 1 ------------------------------------------------------------------------------
-
-
-# Chapter 3 ------------------------------------------------------------------------------
-
-
-# Chapter 5 ------------------------------------------------------------------------------
-
-
-# Chapter 6 ------------------------------------------------------------------------------
-
-
-# Chapter 7 ------------------------------------------------------------------------------
-
-
-# Chapter 8 ------------------------------------------------------------------------------
-
-
-# Chapter 9 ------------------------------------------------------------------------------
-
-
-# Chapter 10 -----------------------------------------------------------------------------
-
-
-# Chapter 11 -----------------------------------------------------------------------------
-
-
-# Chapter 12 -----------------------------------------------------------------------------
-
-
-# The appendix ----------------------------------------------------------------------------
