@@ -413,7 +413,7 @@ def animation_html(anim) -> object:
 
     The frames are embedded as images with matplotlib's ``to_jshtml``; the figure is closed
     so that no stray still frame is shown after the player. Keep animations small (at most
-    about 40 frames at dpi 80: a few hundred KB).
+    about 40 frames at full column width and dpi 100: about 1 MB).
 
     Args:
         anim: a ``matplotlib.animation.Animation``.

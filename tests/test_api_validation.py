@@ -362,7 +362,7 @@ base(
 )
 base("relative_views.t5_figure", num_positions=lambda: 12)
 base(
-    "relative_views.format_bucket_table",
+    "relative_views.bucket_table",
     rows=lambda: posenc.book.relative_views.bucket_ranges(num_buckets=4, max_distance=4),
 )
 base("relative_views.shift_figure", shifts=lambda: [1, 2])
@@ -501,7 +501,7 @@ base("llama_rope.complex_rope", x=lambda: _randn(5, 8), positions=lambda: [0, 1,
 base("llama_rope.concept_note_rope", x=lambda: _randn(1, 5, 2, 8))
 base("llama_rope.converter_permute", weight=lambda: torch.arange(8.0)[:, None])
 base(
-    "llama_rope.format_band_table",
+    "llama_rope.band_table",
     unscaled=lambda: posenc.book.llama_rope.llama32_inv_freq(scaled=False),
     scaled=lambda: posenc.book.llama_rope.llama32_inv_freq(scaled=False),
     bands=lambda: ["kept"] * 32,
@@ -605,6 +605,11 @@ base(
     offset=lambda: 3,
 )
 base("rope_views.score_grid_figure", scores=lambda: torch.eye(3), positions=lambda: [0, 1, 2])
+base(
+    "rope_views.score_grids_figure",
+    grids=lambda: {"a": torch.eye(3), "b": -torch.eye(3)},
+    positions=lambda: [0, 1, 2],
+)
 base(
     "rope_views.distance_figure",
     distances=lambda: {"a": torch.tensor([[0.0, 1e-5], [1e-5, 0.0]])},
@@ -753,6 +758,24 @@ base(
     road=lambda: [posenc.book.summary.Station(3, "binary", "it jumps", ("binary",))],
 )
 base("summary.scheme_table", results=_verdicts)
+base(
+    "bench.report.sweep_figure",
+    sweep=lambda: {"dims": [8, 16], "ms": {"dense": [1.0, 4.0], "apply_rope": [0.5, 1.0]}},
+)
+_BENCH = lambda: posenc.bench.run(  # noqa: E731  a tiny grid, in milliseconds
+    posenc.bench.Config(
+        lengths=(8, 16),
+        dims=(8,),
+        dtypes=("float32",),
+        heads=2,
+        implementations=("elementwise", "apply_rope", "apply_rope_"),
+        repeats=3,
+        fresh_memory=False,
+        target_rounds=0,
+    )
+)
+base("bench.report.time_figure", result=_BENCH)
+base("bench.report.ratio_figure", result=_BENCH)
 _TABLE = lambda: _randn(4, 4).cos()  # noqa: E731  [T, D/2] for x of shape [.., 4, 8]
 base("cpu_kernel.rotate", src=lambda: _randn(2, 4, 8), dst=lambda: _randn(2, 4, 8, seed=1))
 base("cpu_kernel.rotate", cos=_TABLE, sin=_TABLE, layout=lambda: "half")

@@ -253,16 +253,27 @@ def test_rotation_explorer_shows_three_live_sliders(monkeypatch):
 
 
 def test_rotation_animation_turns_once():
-    anim = rotation_explorer.rotation_animation((1.0, 0.0), frames=4, dpi=20)
-    assert list(anim.new_frame_seq()) == [0, 1, 2, 3]
-    html = anim.to_jshtml()  # draws every frame, ending on the last: three quarter turns
-    assert html.count("data:image/png") == 4
+    anim = rotation_explorer.rotation_animation((1.0, 0.0), frames=12, dpi=20)
     ax_plane, ax_text = anim._fig.axes
+    assert ax_plane.get_title() == "rotation by 60°"  # opens on a turn, not on 0°
+    assert list(anim.new_frame_seq()) == [*range(2, 12), 0, 1]
+    html = anim.to_jshtml()  # draws every frame, ending on 30°
+    assert html.count("data:image/png") == 12
     rotated = [t for t in ax_plane.texts if t.arrow_patch is not None][1]
-    assert rotated.xy == pytest.approx((0.0, -1.0), abs=1e-12)
-    assert ax_plane.get_title() == "rotation by 270°"
-    assert "R(270°)" in ax_text.texts[0].get_text()
+    assert rotated.xy == pytest.approx((math.sqrt(3) / 2, 0.5), abs=1e-12)
+    assert ax_plane.get_title() == "rotation by 30°"
+    assert "R(30°)" in ax_text.texts[0].get_text()
     plt.close(anim._fig)
+
+
+def test_rotation_animation_is_as_large_as_the_static_figure():
+    anim = rotation_explorer.rotation_animation()
+    still = rotation_explorer.draw_rotation()
+    assert anim._fig.dpi == pe.plots.CSS_DPI
+    assert anim._fig.get_size_inches().tolist() == still.get_size_inches().tolist()
+    anim._draw_was_started = True  # inspected, not rendered: no warning when collected
+    plt.close(anim._fig)
+    plt.close(still)
 
 
 # --- bad input ----------------------------------------------------------------------------
@@ -317,7 +328,7 @@ def test_rotation_animation_turns_once():
         (lambda: rotation_explorer.rotation_explorer(vector=(2.0, 0.0)), ValueError, "-1.5"),
         (lambda: rotation_explorer.rotation_animation(frames=41), ValueError, "at most 40"),
         (lambda: rotation_explorer.rotation_animation(frames=2.0), TypeError, "frames"),
-        (lambda: rotation_explorer.rotation_animation(dpi=100), ValueError, "at most 80"),
+        (lambda: rotation_explorer.rotation_animation(dpi=101), ValueError, "at most 100"),
     ],
 )
 def test_bad_input_raises_a_clear_error(call, error, match):

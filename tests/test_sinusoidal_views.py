@@ -103,8 +103,19 @@ def test_wavelength_tables_print_the_exact_values():
     summary = sv.wavelength_range_table((128, 512), 10000.0)
     assert "54410.1" in summary and "60611.5" in summary and "62831.9" in summary
     table = sv.wavelength_table(128, every=16)
-    lines = table.splitlines()
-    assert [line.split()[0] for line in lines[1:]] == ["0", "16", "32", "48", "63"]
+    assert [row[0] for row in table.rows] == ["0", "16", "32", "48", "63"]
+    assert table.rows[-1][-1] == "5.441e+04"
+    assert "every 16th pair and the last" in table.caption
+    assert "<caption>" in table._repr_html_()
+
+
+def test_frequency_forms_table_counts_the_float16_overflow():
+    table = sv.frequency_forms_table()
+    assert len(table.rows) == 8  # 2 dtypes x 2 bases x 2 sizes
+    by_key = {(r[0], r[1], r[2]): r for r in table.rows}
+    assert by_key[("float16", "5e+05", "128")][3:6] == ["63", "63", "0"]
+    assert by_key[("float32", "5e+05", "512")][3:6] == ["0", "0", "0"]
+    assert by_key[("float16", "1e+04", "512")][3] == "0"  # base 1e4 fits in float16
 
 
 # --- the step between neighbours ----------------------------------------------------------
@@ -186,16 +197,29 @@ def test_heatmap_draws_the_encoding_itself():
     assert ax.images[0].get_clim() == (-1.0, 1.0)
 
 
-def test_animation_has_one_frame_per_position_and_ends_on_the_last():
-    anim = sv.stepped_animation(5, 6)
+def test_animation_has_one_frame_per_position_and_opens_a_third_of_the_way():
+    anim = sv.stepped_animation(15, 6, dpi=20)
     fig = anim._fig
-    html = pe.plots.animation_html(anim)  # renders every frame
-    assert html.data.count("data:image/png") == 5
+    order = list(anim.new_frame_seq())
+    assert order == [*range(5, 15), *range(5)]  # opens at position 15 // 3 = 5, then loops
+    assert fig._suptitle.get_text() == "position 5 = 101 in binary"  # the opening frame
+    html = pe.plots.animation_html(anim)  # renders every frame, ending on position 4
+    assert html.data.count("data:image/png") == 15
     heights = [bar.get_height() for bar in fig.axes[1].patches]
-    torch.testing.assert_close(torch.tensor(heights), pe.sinusoidal_encoding(5, 6)[4])
+    torch.testing.assert_close(torch.tensor(heights), pe.sinusoidal_encoding(15, 6)[4])
     bits = [bar.get_height() for bar in fig.axes[0].patches]
     assert bits == [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]  # 4 = 0b100, least significant bit first
     assert fig._suptitle.get_text() == "position 4 = 100 in binary"
+
+
+def test_animation_is_drawn_at_the_size_of_the_figures():
+    anim = sv.stepped_animation(4, 4)
+    assert anim._fig.dpi == pe.plots.CSS_DPI
+    assert anim._fig.get_figwidth() == pytest.approx(pe.plots.FIGURE_WIDTH)
+    import matplotlib.pyplot as plt
+
+    anim._draw_was_started = True  # inspected, not rendered: no warning when collected
+    plt.close(anim._fig)
 
 
 def test_playground_has_three_sliders():
@@ -237,7 +261,11 @@ def test_step_and_dot_product_figures_draw_their_curves():
         (lambda: sv.dot_product_closed_form([0.5], 4), TypeError, "offsets must hold integers"),
         (lambda: sv.stepped_animation(41), ValueError, "num_frames must be at most 40"),
         (lambda: sv.stepped_animation(8, 64), ValueError, "dim must be at most 62"),
-        (lambda: sv.stepped_animation(8, dpi=100), ValueError, "dpi must be at most 80"),
+        (lambda: sv.stepped_animation(8, dpi=101), ValueError, "dpi must be at most 100"),
+        (lambda: sv.frequency_forms_table(dims=[6, 7]), ValueError, r"dims\[1\] must be even"),
+        (lambda: sv.frequency_forms_table(bases=[0.0]), ValueError, r"bases\[0\]"),
+        (lambda: sv.frequency_forms_table(dtypes=[torch.int8]), ValueError, r"dtypes\[0\]"),
+        (lambda: sv.frequency_forms_table(dtypes="float16"), TypeError, "dtypes must be"),
         (lambda: sv.playground(dim=7), ValueError, "dim must be even"),
         (lambda: sv.playground(base=5.0), ValueError, "base must be in 10 .. 1e6"),
         (lambda: sv.encoding_heatmap(torch.zeros(2, 2), limit=0.0), ValueError, "limit"),
@@ -258,3 +286,10 @@ def test_step_and_dot_product_figures_draw_their_curves():
 def test_bad_input_raises_a_clear_error(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_training_leaves_the_thread_count_as_it_was():
+    threads = torch.get_num_threads()
+    table = pe.LearnedPositionalEmbedding(8, 4, seed=0)
+    sv.fit_position_classifier(table, 4, steps=2)
+    assert torch.get_num_threads() == threads

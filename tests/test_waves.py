@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import posenc as pe
 from posenc.book import waves
 
 angles = st.floats(-50.0, 50.0, allow_nan=False)
@@ -188,9 +189,31 @@ def test_figures_and_animation():
     plt.close(fig)
     fig = waves.ambiguity_figure(4.0)
     plt.close(fig)
-    anim = waves.circle_animation(2)
+    anim = waves.circle_animation(2, dpi=20)
     assert anim.to_jshtml().count('"data:image/png;base64,') == 2
     plt.close("all")
+
+
+def test_figures_keep_their_legends_off_the_curves():
+    fig = waves.explorer_figure(2.0, 2.0, 0.5)
+    (ax,) = fig.axes
+    fig.canvas.draw()
+    legend, box = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.y1 <= box.y0  # below the axes, not over the waves
+    plt.close(fig)
+
+
+def test_circle_animation_opens_past_the_top_of_the_sine():
+    anim = waves.circle_animation(24)
+    order = list(anim.new_frame_seq())
+    assert sorted(order) == list(range(24))  # every stop once
+    assert order[0] == 9  # t = 10 * 2 pi / 24 = 5 pi / 6: the sine on its way down
+    assert anim._fig.dpi == pe.plots.CSS_DPI
+    assert anim._fig.get_figwidth() == pytest.approx(pe.plots.FIGURE_WIDTH)
+    anim._func(order[0])
+    assert anim._fig.axes[1].get_title() == "t = 0.83π"
+    anim._draw_was_started = True  # inspected, not rendered: no warning when collected
+    plt.close(anim._fig)
 
 
 def test_live_explorer_draws_the_figure(monkeypatch):
@@ -239,7 +262,8 @@ def test_live_explorer_draws_the_figure(monkeypatch):
         (lambda: waves.ambiguity_figure(7.0), ValueError, r"angle must be in \[0, 2 pi\)"),
         (lambda: waves.circle_animation(41), ValueError, "frames must be at most 40"),
         (lambda: waves.circle_animation(1), ValueError, "frames must be at least 2"),
-        (lambda: waves.circle_animation(dpi=100), ValueError, "dpi must be at most 80"),
+        (lambda: waves.circle_animation(dpi=101), ValueError, "dpi must be at most 100"),
+        (lambda: waves.circle_animation(dpi=10), ValueError, "dpi must be at least 20"),
     ],
 )
 def test_bad_input_is_named(call, error, match):

@@ -79,7 +79,7 @@ def _setup(ax_plane, ax_text, vector: tuple[float, float]) -> dict:
         ax_plane.axhline(0, color=plots.COLORS["grey"], lw=0.6)
         ax_plane.axvline(0, color=plots.COLORS["grey"], lw=0.6)
         (arc,) = ax_plane.plot([], [], color=plots.COLORS["green"], lw=1.4)
-        arrows = []
+        arrows, keys = [], []
         for color, label in ((plots.COLORS["blue"], "v"), (plots.COLORS["orange"], "R v")):
             arrows.append(
                 ax_plane.annotate(
@@ -89,19 +89,19 @@ def _setup(ax_plane, ax_text, vector: tuple[float, float]) -> dict:
                     arrowprops={"arrowstyle": "-|>", "color": color, "lw": 2.2, "shrinkA": 0},
                 )
             )
-            ax_plane.plot([], [], color=color, lw=2.2, label=label)
+            keys.append(mpl.lines.Line2D([], [], color=color, lw=2.2, label=label))
         ax_plane.set_xlim(-reach, reach)
         ax_plane.set_ylim(-reach, reach)
         ax_plane.set_aspect("equal")
-        ax_plane.legend(loc="upper left", fontsize=9)
         title = ax_plane.set_title(" ")
         ax_text.axis("off")
+        # the key sits in the text panel, clear of the arrows wherever they point
+        ax_text.legend(handles=keys, loc="upper left", ncols=2)
         caption = ax_text.text(
             0.0,
-            0.5,
+            0.45,
             "",
             family="monospace",
-            fontsize=10,
             va="center",
             ha="left",
             color=plots.COLORS["ink"],
@@ -122,7 +122,7 @@ def _update(artists: dict, angle: float, vector: tuple[float, float]) -> list:
 
 def _new_figure():
     fig, (ax_plane, ax_text) = plots.figure(
-        1, 2, height=3.5, gridspec_kw={"width_ratios": [1.0, 0.95]}
+        1, 2, height=3.8, gridspec_kw={"width_ratios": [1.0, 0.95]}
     )
     return fig, ax_plane, ax_text
 
@@ -204,13 +204,19 @@ def rotation_explorer(angle: float = 45.0, vector=(1.0, 0.0)) -> None:
     display(widgets.VBox([widgets.HBox(list(sliders.values())), output]))
 
 
-def rotation_animation(vector=(1.0, 0.5), *, frames: int = 24, dpi: int = 60):
+def rotation_animation(vector=(1.0, 0.5), *, frames: int = 24, dpi: int = plots.CSS_DPI):
     """The vector ``v`` turning once around the circle while the matrix updates.
+
+    The frames are the angles ``360 j / frames`` degrees, ``j = 0 .. frames-1``; the player
+    opens at ``j = frames // 6`` (60 degrees for 24 frames, with the arc and both arrows in
+    view) and loops round from there. The figure is the one :func:`draw_rotation` draws,
+    at the same size.
 
     Args:
         vector: the vector ``v`` as ``(x, y)``.
         frames: frames in one full turn (2 .. 40), evenly spaced in angle.
-        dpi: resolution of each frame (at most 80, to keep the player small).
+        dpi: resolution of each frame (20 .. 100); the default draws them at the CSS size
+            of the book's figures (``posenc.plots.CSS_DPI``).
 
     Returns:
         A ``matplotlib.animation.FuncAnimation``; display it with
@@ -218,12 +224,14 @@ def rotation_animation(vector=(1.0, 0.5), *, frames: int = 24, dpi: int = 60):
 
     Raises:
         TypeError: if ``frames`` or ``dpi`` is not an int, or ``vector`` is malformed.
-        ValueError: if ``frames`` is outside 2 .. 40 or ``dpi`` outside 20 .. 80.
+        ValueError: if ``frames`` is outside 2 .. 40 or ``dpi`` outside 20 .. 100.
 
     Example:
-        >>> anim = rotation_animation(frames=4, dpi=20)
+        >>> anim = rotation_animation(frames=12, dpi=20)
+        >>> list(anim.new_frame_seq())[:3]  # opens at 60 degrees
+        [2, 3, 4]
         >>> anim.to_jshtml().count("data:image/png")  # one image per frame
-        4
+        12
         >>> import matplotlib.pyplot as plt; plt.close(anim._fig)
     """
     from matplotlib.animation import FuncAnimation
@@ -235,18 +243,20 @@ def rotation_animation(vector=(1.0, 0.5), *, frames: int = 24, dpi: int = 60):
     if frames > MAX_FRAMES:
         raise ValueError(f"frames must be at most {MAX_FRAMES}, got frames={frames}")
     check_int("dpi", dpi, minimum=20)
-    if dpi > 80:
-        raise ValueError(f"dpi must be at most 80, got dpi={dpi}")
+    if dpi > plots.CSS_DPI:
+        raise ValueError(f"dpi must be at most {plots.CSS_DPI}, got dpi={dpi}")
     fig, ax_plane, ax_text = _new_figure()
     fig.set_dpi(dpi)
     artists = _setup(ax_plane, ax_text, vector)
     angles = [360.0 * i / frames for i in range(frames)]
     _update(artists, angles[-1], vector)  # the widest title and arc, for the layout
     fig.canvas.draw()
-    fig.set_layout_engine("none")  # keep that layout: no re-solving per frame
+    fig.set_layout_engine(None)  # keep that layout: no re-solving (nor extra draw) per frame
 
     def update(i: int) -> list:
         return _update(artists, angles[i], vector)
 
-    update(0)
-    return FuncAnimation(fig, update, frames=frames, interval=150, repeat=True)
+    first = frames // 6
+    order = [(first + j) % frames for j in range(frames)]
+    update(first)
+    return FuncAnimation(fig, update, frames=order, interval=150, repeat=True)

@@ -374,7 +374,7 @@ def draw_pair_orders(omega: float = 0.7, num_positions: int = 8):
     angles = omega * torch.arange(num_positions, dtype=torch.float64)  # [T]
     s, c = angles.sin(), angles.cos()
     circle = torch.linspace(0, 2 * torch.pi, 200)
-    fig, axes = plots.figure(1, 2, height=3.6)
+    fig, axes = plots.figure(1, 2, height=3.9)
     panels = [
         ("(sin ωp, cos ωp): clockwise", s, c),
         ("(cos ωp, sin ωp): counter-clockwise", c, s),

@@ -31,10 +31,12 @@ from torch import nn
 from posenc import plots
 from posenc._validate import (
     check_even_dim,
+    check_float_dtype,
     check_int,
     check_int_sequence,
     check_positions,
     check_positive_float,
+    check_sequence,
     check_tensor,
 )
 from posenc.encodings import (
@@ -43,6 +45,7 @@ from posenc.encodings import (
     sinusoidal_encoding,
     sinusoidal_frequencies,
 )
+from posenc.table import Table
 
 __all__ = [
     "compare_frequency_forms",
@@ -51,6 +54,7 @@ __all__ = [
     "dot_product_figure",
     "encoding_heatmap",
     "fit_position_classifier",
+    "frequency_forms_table",
     "log_space_frequencies",
     "naive_sinusoidal_encoding",
     "offset_dot_products",
@@ -222,6 +226,74 @@ def compare_frequency_forms(dim: int, base: float = 10000.0, *, dtype=torch.floa
     }
 
 
+def frequency_forms_table(
+    dims=(128, 512), bases=(10000.0, 500000.0), dtypes=(torch.float16, torch.float32)
+) -> Table:
+    """:func:`compare_frequency_forms` for every dtype, base and ``D``, as one table.
+
+    Args:
+        dims: feature sizes ``D`` (each positive and even).
+        bases: bases of the wavelengths (each positive and finite).
+        dtypes: the dtypes both forms are computed in (float16, bfloat16, float32,
+            float64).
+
+    Returns:
+        A :class:`posenc.table.Table`, one row per ``(dtype, base, D)``: the powers
+        ``base**(2i/D)`` that are infinite, the frequencies that came out 0 in each form,
+        and each form's largest relative error against float64.
+
+    Raises:
+        TypeError: if an argument is not a sequence, or an entry has the wrong type.
+        ValueError: if a sequence is empty, a ``D`` is not positive and even, a base not
+            positive and finite, or a dtype not one listed above.
+
+    Example:
+        >>> table = frequency_forms_table([8], [500000.0], [torch.float16])
+        >>> table.columns[3:]
+        ['powers at inf', 'zeros, direct', 'zeros, log', 'error, direct', 'error, log']
+        >>> table.rows  # 3 of the 4 powers overflow, and those frequencies come out 0
+        [['float16', '5e+05', '8', '3', '3', '0', '1e+00', '3e-03']]
+    """
+    dims = check_int_sequence("dims", dims)
+    for i, d in enumerate(dims):
+        check_even_dim(f"dims[{i}]", d)
+    bases = check_sequence("bases", bases)
+    bases = [check_positive_float(f"bases[{i}]", b) for i, b in enumerate(bases)]
+    dtypes = check_sequence("dtypes", dtypes)
+    dtypes = [check_float_dtype(f"dtypes[{i}]", t, _FLOAT_DTYPES) for i, t in enumerate(dtypes)]
+    rows = []
+    for dtype in dtypes:
+        for base in bases:
+            for d in dims:
+                r = compare_frequency_forms(d, base, dtype=dtype)
+                rows.append(
+                    [
+                        str(dtype).removeprefix("torch."),
+                        f"{base:.0e}",
+                        d,
+                        r["overflow"],
+                        r["direct_zeros"],
+                        r["log_zeros"],
+                        f"{r['direct_error']:.0e}",
+                        f"{r['log_error']:.0e}",
+                    ]
+                )
+    return Table(
+        [
+            "dtype",
+            "base",
+            "D",
+            "powers at inf",
+            "zeros, direct",
+            "zeros, log",
+            "error, direct",
+            "error, log",
+        ],
+        rows,
+        caption="Frequencies computed directly and in log space, compared with float64.",
+    )
+
+
 def wavelengths(dim: int, base: float = 10000.0) -> torch.Tensor:
     """Wavelength of each pair, ``2 pi / w_i = 2 pi base**(2i/D)``, in positions (float64).
 
@@ -243,8 +315,8 @@ def wavelengths(dim: int, base: float = 10000.0) -> torch.Tensor:
     return 2 * math.pi / sinusoidal_frequencies(dim, base, dtype=torch.float64)
 
 
-def wavelength_table(dim: int, base: float = 10000.0, *, every: int = 1) -> str:
-    """A text table of pair index, exponent, frequency and wavelength for one ``D``.
+def wavelength_table(dim: int, base: float = 10000.0, *, every: int = 1) -> Table:
+    """A captioned table of pair index, exponent, frequency and wavelength for one ``D``.
 
     Args:
         dim: features ``D`` (even).
@@ -252,7 +324,8 @@ def wavelength_table(dim: int, base: float = 10000.0, *, every: int = 1) -> str:
         every: list every ``every``-th pair; the last pair is always listed.
 
     Returns:
-        The table, one line per listed pair, numbers rounded to 4 significant digits.
+        A :class:`posenc.table.Table` (HTML in a notebook, aligned text when printed), one
+        row per listed pair, numbers rounded to 4 significant digits.
 
     Raises:
         TypeError: if an argument has the wrong type.
@@ -261,9 +334,10 @@ def wavelength_table(dim: int, base: float = 10000.0, *, every: int = 1) -> str:
 
     Example:
         >>> print(wavelength_table(4, base=100.0))
-           i   2i/D   frequency  wavelength
-           0  0.000           1       6.283
-           1  0.500         0.1       62.83
+        Frequency and wavelength of every pair, D = 4, base = 100.
+        pair i  exponent 2i/D  frequency (rad/position)  wavelength (positions)
+             0          0.000                         1                   6.283
+             1          0.500                       0.1                   62.83
     """
     check_even_dim("dim", dim)
     base = check_positive_float("base", base)
@@ -273,10 +347,18 @@ def wavelength_table(dim: int, base: float = 10000.0, *, every: int = 1) -> str:
     pairs = list(range(0, dim // 2, every))
     if pairs[-1] != dim // 2 - 1:
         pairs.append(dim // 2 - 1)
-    lines = [f"{'i':>4} {'2i/D':>6} {'frequency':>11} {'wavelength':>11}"]
-    for i in pairs:
-        lines.append(f"{i:>4} {2 * i / dim:>6.3f} {w[i].item():>11.4g} {lam[i].item():>11.4g}")
-    return "\n".join(lines)
+    which = "every pair" if every == 1 else f"every {_ordinal(every)} pair and the last"
+    return Table(
+        ["pair i", "exponent 2i/D", "frequency (rad/position)", "wavelength (positions)"],
+        [[i, f"{2 * i / dim:.3f}", f"{w[i].item():.4g}", f"{lam[i].item():.4g}"] for i in pairs],
+        caption=f"Frequency and wavelength of {which}, D = {dim}, base = {base:g}.",
+    )
+
+
+def _ordinal(n: int) -> str:
+    """``2 -> "2nd"``, ``8 -> "8th"``, ``21 -> "21st"``."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def wavelength_range_table(dims=(128, 512), base: float = 10000.0) -> str:
@@ -471,7 +553,7 @@ def encoding_heatmap(
         image = ax.imshow(
             e.numpy(),
             aspect="auto",
-            cmap="RdBu_r",
+            cmap=plots.DIVERGING,
             vmin=-limit,
             vmax=limit,
             interpolation="nearest",
@@ -584,19 +666,23 @@ def playground(num_positions: int = 100, dim: int = 128, base: float = 10000.0):
     )
 
 
-def stepped_animation(num_frames: int = 32, dim: int = 16, base: float = 10000.0, *, dpi: int = 64):
+def stepped_animation(
+    num_frames: int = 32, dim: int = 16, base: float = 10000.0, *, dpi: int = plots.CSS_DPI
+):
     """Animate position ``p = 0, 1, ...``: its bits beside its sinusoidal vector.
 
     Left, the ``D`` bits of ``p`` (least significant first); right, the ``D`` features of
     ``PE(p)``, sines and cosines in two colours with wavelengths growing to the right. In
     both, the left features change fast and the right ones slowly; the bits jump, the
-    sinusoids glide.
+    sinusoids glide. The player opens at position ``num_frames // 3`` (10 for 32 frames,
+    with bits and sinusoids already spread out) and loops round from there.
 
     Args:
         num_frames: positions shown, ``0 .. num_frames-1`` (1 to 40).
         dim: features ``D`` of both encodings (even, at most 62).
         base: the base of the wavelengths.
-        dpi: resolution of the frames (at most 80).
+        dpi: resolution of the frames (20 to 100); the default draws them at the CSS size
+            of the book's figures (``posenc.plots.CSS_DPI``).
 
     Returns:
         A ``matplotlib.animation.FuncAnimation``; show it with
@@ -606,12 +692,15 @@ def stepped_animation(num_frames: int = 32, dim: int = 16, base: float = 10000.0
         TypeError: if an argument has the wrong type.
         ValueError: if ``num_frames`` is outside ``1 .. 40``, ``dim`` is not positive, even
             and at most 62, ``base`` not positive and finite, or ``dpi`` outside
-            ``20 .. 80``.
+            ``20 .. 100``.
 
     Example:
-        >>> html = plots.animation_html(stepped_animation(2, 4))  # renders, then closes
+        >>> anim = stepped_animation(6, 4, dpi=20)
+        >>> list(anim.new_frame_seq())  # opens at position 2
+        [2, 3, 4, 5, 0, 1]
+        >>> html = plots.animation_html(anim)  # renders, then closes
         >>> html.data.count("data:image/png")
-        2
+        6
     """
     from matplotlib.animation import FuncAnimation
 
@@ -623,8 +712,8 @@ def stepped_animation(num_frames: int = 32, dim: int = 16, base: float = 10000.0
         raise ValueError(f"dim must be at most 62 (bits of a position), got dim={dim}")
     base = check_positive_float("base", base)
     check_int("dpi", dpi, minimum=20)
-    if dpi > 80:
-        raise ValueError(f"dpi must be at most 80, got dpi={dpi}")
+    if dpi > plots.CSS_DPI:
+        raise ValueError(f"dpi must be at most {plots.CSS_DPI}, got dpi={dpi}")
 
     bits = binary_encoding(torch.arange(num_frames), dim)  # [T, D]
     sines = sinusoidal_encoding(num_frames, dim, base)  # [T, D]
@@ -632,8 +721,8 @@ def stepped_animation(num_frames: int = 32, dim: int = 16, base: float = 10000.0
     features = range(dim)
     sin_cos = [plots.COLORS["blue"], plots.COLORS["orange"]] * (dim // 2)
     with mpl.rc_context(plots.STYLE):
-        bars_b = ax_b.bar(features, bits[0].numpy(), color=plots.COLORS["ink"])
-        bars_s = ax_s.bar(features, sines[0].numpy(), color=sin_cos)
+        bars_b = ax_b.bar(features, bits[num_frames // 3].numpy(), color=plots.COLORS["ink"])
+        bars_s = ax_s.bar(features, sines[num_frames // 3].numpy(), color=sin_cos)
         ax_b.set_title("binary, least significant bit first")
         ax_s.set_title("sinusoidal (blue sin, orange cos)")
         for ax in (ax_b, ax_s):
@@ -643,10 +732,11 @@ def stepped_animation(num_frames: int = 32, dim: int = 16, base: float = 10000.0
             ax.grid(False)
             ax.axhline(0, color=plots.COLORS["grey"], lw=0.8)
             ax.set_xlabel("feature")
-        label = fig.suptitle(f"position 0 = {0:b} in binary")
+        first = num_frames // 3
+        label = fig.suptitle(f"position {first} = {first:b} in binary")
         # Lay the figure out once; redoing it for every frame would triple the drawing time.
         fig.canvas.draw()
-        fig.set_layout_engine("none")
+        fig.set_layout_engine(None)  # nor an extra draw per frame when saved
 
     def update(p: int):
         for bar, h in zip(bars_b, bits[p].tolist(), strict=True):
@@ -656,7 +746,8 @@ def stepped_animation(num_frames: int = 32, dim: int = 16, base: float = 10000.0
         label.set_text(f"position {p} = {p:b} in binary")
         return [*bars_b, *bars_s, label]
 
-    return FuncAnimation(fig, update, frames=num_frames, interval=400, blit=False)
+    order = [(first + j) % num_frames for j in range(num_frames)]
+    return FuncAnimation(fig, update, frames=order, interval=400, blit=False)
 
 
 def step_figure(num_positions: int = 64, dim: int = 16, base: float = 10000.0):
@@ -684,14 +775,14 @@ def step_figure(num_positions: int = 64, dim: int = 16, base: float = 10000.0):
     check_even_dim("dim", dim)
     binary = step_norms(binary_encoding(torch.arange(num_positions), dim))
     smooth = step_norms(sinusoidal_encoding(num_positions, dim, base))
-    fig, ax = plots.figure(height=2.8)
+    fig, ax = plots.figure(height=3.2)
     with mpl.rc_context(plots.STYLE):
         ax.step(range(num_positions - 1), binary.numpy(), where="mid", label="binary")
         ax.plot(range(num_positions - 1), smooth.numpy(), lw=2, label="sinusoidal")
         ax.set_xlabel("p")
         ax.set_ylabel("||E(p+1) - E(p)||")
         ax.set_ylim(0, None)
-        ax.legend(loc="upper left")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncols=2)
         ax.set_title(f"distance from one position to the next, D = {dim}")
     return fig, ax
 
@@ -726,7 +817,7 @@ def dot_product_figure(
     starts = check_int_sequence("starts", starts, minimum=0)
     pe = sinusoidal_encoding(max(starts) + max_offset + 1, dim, base).double()
     k = torch.arange(max_offset + 1)
-    fig, ax = plots.figure(height=3.0)
+    fig, ax = plots.figure(height=3.4)
     styles = ["-", "--", ":", "-."]
     with mpl.rc_context(plots.STYLE):
         for n, p in enumerate(starts):
@@ -744,7 +835,7 @@ def dot_product_figure(
         )
         ax.set_xlabel("offset k")
         ax.set_ylabel("PE(p) . PE(p+k)")
-        ax.legend(loc="upper right", ncols=len(starts) + 1)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncols=len(starts) + 1)
         ax.set_title(f"dot product of two positions, D = {dim}, base = {base:g}")
     return fig, ax
 
@@ -761,8 +852,10 @@ def fit_position_classifier(
 
     The task stands in for any training on sequences of length ``L``: every step looks up
     the rows of positions ``0 .. L-1`` and asks a linear layer to name the position
-    (cross-entropy). Plain SGD with no momentum and no weight decay, on the CPU, so a row
-    the loss never reaches gets a gradient of exactly zero and does not move.
+    (cross-entropy). Plain SGD with no momentum and no weight decay, so a row the loss
+    never reaches gets a gradient of exactly zero and does not move. The steps run on one
+    CPU thread (the thread count is restored afterwards): at these sizes a second thread
+    only adds waiting.
 
     Args:
         table: the learned table, ``max_positions >= L`` rows of ``D`` features.
@@ -809,10 +902,15 @@ def fit_position_classifier(
     params = [*table.parameters(), *readout.parameters()]
     positions = torch.arange(train_length)
     target = positions.to(table.weight.device)
-    for _ in range(steps):
-        loss = nn.functional.cross_entropy(readout(table(positions)), target)
-        grads = torch.autograd.grad(loss, params)
-        with torch.no_grad():
-            for param, grad in zip(params, grads, strict=True):
-                param -= lr * grad  # plain SGD: a zero gradient leaves a row as it was
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # matrices this small only wait on a second thread
+    try:
+        for _ in range(steps):
+            loss = nn.functional.cross_entropy(readout(table(positions)), target)
+            grads = torch.autograd.grad(loss, params)
+            with torch.no_grad():
+                for param, grad in zip(params, grads, strict=True):
+                    param -= lr * grad  # plain SGD: a zero gradient leaves a row as it was
+    finally:
+        torch.set_num_threads(threads)
     return readout

@@ -15,6 +15,7 @@ import fractions
 import math
 from collections.abc import Sequence
 
+import matplotlib as mpl
 import matplotlib.animation
 import torch
 
@@ -371,17 +372,20 @@ def explorer_figure(
     t = torch.linspace(0.0, t_max, 801, dtype=torch.float64)  # [T]
     y_sin = wave(t, amplitude, frequency, phase)
     y_cos = wave(t, amplitude, frequency, phase + math.pi / 2)  # cos x = sin(x + pi/2)
-    fig, ax = plots.figure(height=3.0)
-    ax.plot(t, torch.sin(t), "--", color=plots.COLORS["grey"], lw=1.2, label="sin t (reference)")
-    ax.plot(t, y_sin, color=plots.COLORS["blue"], lw=2.0, label="A sin(f t + φ)")
-    ax.plot(t, y_cos, color=plots.COLORS["orange"], lw=2.0, label="A cos(f t + φ)")
-    limit = max(3.3, 1.1 * amplitude)
-    ax.set_ylim(-limit, limit)
-    ax.set_xlim(0.0, t_max)
-    _pi_ticks(ax, t_max)
-    ax.set_xlabel("t")
-    ax.set_title(f"A = {amplitude:.2f}, f = {frequency:.2f}, φ = {phase / math.pi:.2f}π")
-    ax.legend(loc="upper right", ncols=3, fontsize=8)
+    with mpl.rc_context(plots.STYLE):  # titles, legends, fonts of the book
+        fig, ax = plots.figure(height=3.3)
+        ax.plot(
+            t, torch.sin(t), "--", color=plots.COLORS["grey"], lw=1.2, label="sin t (reference)"
+        )
+        ax.plot(t, y_sin, color=plots.COLORS["blue"], lw=2.0, label="A sin(f t + φ)")
+        ax.plot(t, y_cos, color=plots.COLORS["orange"], lw=2.0, label="A cos(f t + φ)")
+        limit = max(3.3, 1.1 * amplitude)
+        ax.set_ylim(-limit, limit)
+        ax.set_xlim(0.0, t_max)
+        _pi_ticks(ax, t_max)
+        ax.set_xlabel("t")
+        ax.set_title(f"A = {amplitude:.2f}, f = {frequency:.2f}, φ = {phase / math.pi:.2f}π")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncols=3)  # below the axes
     return fig
 
 
@@ -452,7 +456,8 @@ def ambiguity_figure(angle: float = math.pi / 6):
 
     Left: ``sin t`` and ``cos t`` over one turn, with the horizontal line at ``sin(angle)``
     crossing the sine curve twice. Right: the unit circle, points ``(cos t, sin t)``; the two
-    angles sit at the same height (same sine) on opposite sides (opposite cosines).
+    angles sit at the same height (same sine) on opposite sides (opposite cosines). The
+    two panels are equally wide; the legend sits below the curves.
 
     Args:
         angle: an angle in ``[0, 2 pi)``.
@@ -466,8 +471,8 @@ def ambiguity_figure(angle: float = math.pi / 6):
 
     Example:
         >>> fig = ambiguity_figure()
-        >>> len(fig.axes)
-        2
+        >>> [ax.get_title() for ax in fig.axes]
+        ['sin t = 0.5 at π/6 (●) and 5π/6 (■)', '(cos t, sin t) differ']
         >>> import matplotlib.pyplot as plt; plt.close(fig)
     """
     a = _check_real("angle", angle, minimum=0.0)
@@ -475,44 +480,58 @@ def ambiguity_figure(angle: float = math.pi / 6):
         raise ValueError(f"angle must be in [0, 2 pi), got angle={angle}")
     b = float(sine_partner(torch.tensor(a, dtype=torch.float64)))
     t = torch.linspace(0.0, TWO_PI, 401, dtype=torch.float64)  # [T]
-    fig, (ax_w, ax_c) = plots.figure(1, 2, height=3.2, gridspec_kw={"width_ratios": [2.2, 1]})
-    blue, orange, ink = plots.COLORS["blue"], plots.COLORS["orange"], plots.COLORS["ink"]
-    ax_w.plot(t, torch.sin(t), color=blue, lw=2.0, label="sin t")
-    ax_w.plot(t, torch.cos(t), color=orange, lw=2.0, label="cos t")
-    ax_w.axhline(math.sin(a), color=ink, lw=0.8, ls=":")
-    for x, marker in ((a, "o"), (b, "s")):
-        ax_w.plot([x], [math.sin(x)], marker, color=blue, ms=7)
-        ax_w.plot([x], [math.cos(x)], marker, color=orange, ms=7)
-        ax_w.axvline(x, color=plots.COLORS["grey"], lw=0.8)
-    _pi_ticks(ax_w, TWO_PI)
-    ax_w.set_xlim(0.0, TWO_PI)
-    ax_w.set_xlabel("t")
-    ax_w.set_title(f"same sine at t = {_times_pi(a)} (●) and t = {_times_pi(b)} (■)")
-    ax_w.legend(loc="lower left")
-    ax_c.plot(torch.cos(t), torch.sin(t), color=plots.COLORS["grey"], lw=1.2)
-    ax_c.axhline(math.sin(a), color=ink, lw=0.8, ls=":")
-    for x, marker in ((a, "o"), (b, "s")):
-        ax_c.plot([0, math.cos(x)], [0, math.sin(x)], color=ink, lw=1.0)
-        ax_c.plot([math.cos(x)], [math.sin(x)], marker, color=plots.COLORS["green"], ms=8)
-    ax_c.set_aspect("equal")
-    ax_c.set_xlim(-1.25, 1.25)
-    ax_c.set_ylim(-1.25, 1.25)
-    ax_c.set_xlabel("cos t")
-    ax_c.set_ylabel("sin t")
-    ax_c.set_title("(cos t, sin t) differ")
+    with mpl.rc_context(plots.STYLE):  # titles, legends, fonts of the book
+        fig, (ax_w, ax_c) = plots.figure(1, 2, height=3.4)
+        blue, orange, ink = plots.COLORS["blue"], plots.COLORS["orange"], plots.COLORS["ink"]
+        level = math.sin(a)
+        ax_w.plot(t, torch.sin(t), color=blue, lw=2.0, label="sin t")
+        ax_w.plot(t, torch.cos(t), color=orange, lw=2.0, label="cos t")
+        ax_w.axhline(level, color=ink, lw=0.8, ls=":")
+        ax_w.vlines([a, b], -1.1, 1.1, color=plots.COLORS["grey"], lw=0.8)
+        for x, marker in ((a, "o"), (b, "s")):
+            ax_w.scatter(
+                [x, x], [math.sin(x), math.cos(x)], marker=marker, c=[blue, orange], s=50, zorder=3
+            )
+        _pi_ticks(ax_w, TWO_PI)
+        ax_w.set_xlim(0.0, TWO_PI)
+        ax_w.set_ylim(-1.1, 1.1)
+        ax_w.set_xlabel("t")
+        ax_w.set_title(f"sin t = {level:.2g} at {_times_pi(a)} (●) and {_times_pi(b)} (■)")
+        ax_w.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2)
+        ax_c.plot(torch.cos(t), torch.sin(t), color=plots.COLORS["grey"], lw=1.2)
+        ax_c.axhline(level, color=ink, lw=0.8, ls=":")
+        for x, marker in ((a, "o"), (b, "s")):
+            ax_c.plot([0, math.cos(x)], [0, math.sin(x)], color=ink, lw=1.0)
+            ax_c.scatter(
+                [math.cos(x)],
+                [math.sin(x)],
+                marker=marker,
+                color=plots.COLORS["green"],
+                s=64,
+                zorder=3,
+            )
+        # equal scales, the panel as wide as its column: the x range grows instead of the box shrinking
+        ax_c.set_aspect("equal", adjustable="datalim")
+        ax_c.margins(0.12)
+        ax_c.set_xlabel("cos t")
+        ax_c.set_ylabel("sin t")
+        ax_c.set_title("(cos t, sin t) differ")
     return fig
 
 
-def circle_animation(frames: int = 24, *, dpi: int = 72):
+def circle_animation(frames: int = 24, *, dpi: int = plots.CSS_DPI):
     """A point going once round the unit circle, its sine and cosine traced as waves.
 
     Left: the point ``(cos t, sin t)``; right: ``sin`` and ``cos`` drawn from ``0`` up to
     the current ``t``. Every ``t`` of the turn is a different point of the circle, which is
-    why the pair names the angle.
+    why the pair names the angle. The frames run over ``t = 2 pi j / frames``,
+    ``j = 1 .. frames``; the player opens at ``j = round(5 frames / 12)`` (``t`` about
+    ``5 pi / 6``, past the top of the sine) and loops round from there.
 
     Args:
         frames: animation frames over one turn, ``2 .. 40``.
-        dpi: resolution of the frames, ``1 .. 80``.
+        dpi: resolution of the frames, ``20 .. 100``; the default draws them at the CSS
+            size of the book's figures (``posenc.plots.CSS_DPI``).
 
     Returns:
         A ``matplotlib.animation.FuncAnimation``; show it with
@@ -522,41 +541,47 @@ def circle_animation(frames: int = 24, *, dpi: int = 72):
         TypeError, ValueError: if ``frames`` or ``dpi`` is out of range.
 
     Example:
-        >>> html = circle_animation(3).to_jshtml()  # three frames, as embedded images
-        >>> html.count('"data:image/png;base64,')
-        3
+        >>> anim = circle_animation(12, dpi=20)
+        >>> list(anim.new_frame_seq())[:3]  # opens at t = 5 pi / 6
+        [4, 5, 6]
+        >>> anim.to_jshtml().count('"data:image/png;base64,')  # one image per frame
+        12
     """
     check_int("frames", frames, minimum=2)
     if frames > 40:
         raise ValueError(f"frames must be at most 40 (keeps the page light), got frames={frames}")
-    check_int("dpi", dpi, minimum=1)
-    if dpi > 80:
-        raise ValueError(f"dpi must be at most 80 (keeps the page light), got dpi={dpi}")
+    check_int("dpi", dpi, minimum=20)
+    if dpi > plots.CSS_DPI:
+        raise ValueError(
+            f"dpi must be at most {plots.CSS_DPI} (keeps the page light), got dpi={dpi}"
+        )
     t = torch.linspace(0.0, TWO_PI, 201, dtype=torch.float64)  # [T]
     stops = torch.arange(1, frames + 1, dtype=torch.float64) * (TWO_PI / frames)  # [F]
-    fig, (ax_c, ax_w) = plots.figure(
-        1, 2, height=2.6, dpi=dpi, gridspec_kw={"width_ratios": [1, 2.2]}
-    )
-    blue, orange = plots.COLORS["blue"], plots.COLORS["orange"]
-    ax_c.plot(torch.cos(t), torch.sin(t), color=plots.COLORS["grey"], lw=1.0)
-    (radius,) = ax_c.plot([], [], color=plots.COLORS["ink"], lw=1.0)
-    (to_sin,) = ax_c.plot([], [], color=blue, lw=2.0)
-    (to_cos,) = ax_c.plot([], [], color=orange, lw=2.0)
-    (dot,) = ax_c.plot([], [], "o", color=plots.COLORS["green"], ms=7)
-    ax_c.set_aspect("equal")
-    ax_c.set_xlim(-1.2, 1.2)
-    ax_c.set_ylim(-1.2, 1.2)
-    ax_c.set_xticks([-1, 0, 1])
-    ax_c.set_yticks([-1, 0, 1])
-    ax_c.set_xlabel("cos t")
-    ax_c.set_ylabel("sin t")
-    (sin_line,) = ax_w.plot([], [], color=blue, lw=2.0, label="sin t")
-    (cos_line,) = ax_w.plot([], [], color=orange, lw=2.0, label="cos t")
-    ax_w.set_xlim(0.0, TWO_PI)
-    ax_w.set_ylim(-1.2, 1.2)
-    _pi_ticks(ax_w, TWO_PI)
-    ax_w.set_xlabel("t")
-    ax_w.legend(loc="lower left", ncols=2)
+    with mpl.rc_context(plots.STYLE):  # titles, legends, fonts of the book
+        fig, (ax_c, ax_w) = plots.figure(1, 2, height=3.0, dpi=dpi)
+        blue, orange = plots.COLORS["blue"], plots.COLORS["orange"]
+        ax_c.plot(torch.cos(t), torch.sin(t), color=plots.COLORS["grey"], lw=1.0)
+        (radius,) = ax_c.plot([], [], color=plots.COLORS["ink"], lw=1.0)
+        (to_sin,) = ax_c.plot([], [], color=blue, lw=2.0)
+        (to_cos,) = ax_c.plot([], [], color=orange, lw=2.0)
+        (dot,) = ax_c.plot([], [], "o", color=plots.COLORS["green"], ms=7)
+        ax_c.set_aspect("equal", adjustable="datalim")  # round circle, panel as wide as its column
+        ax_c.margins(0.1)
+        ax_c.set_xticks([-1, 0, 1])
+        ax_c.set_yticks([-1, 0, 1])
+        ax_c.set_xlabel("cos t")
+        ax_c.set_ylabel("sin t")
+        ax_c.set_title("the point (cos t, sin t)")
+        (sin_line,) = ax_w.plot([], [], color=blue, lw=2.0, label="sin t (height)")
+        (cos_line,) = ax_w.plot([], [], color=orange, lw=2.0, label="cos t (across)")
+        ax_w.set_xlim(0.0, TWO_PI)
+        ax_w.set_ylim(-1.2, 1.2)
+        _pi_ticks(ax_w, TWO_PI)
+        ax_w.set_xlabel("t")
+        ax_w.set_title("t = 0.00π")
+        ax_w.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncols=2)
+    fig.canvas.draw()
+    fig.set_layout_engine(None)  # keep this layout: no re-solving (nor extra draw) per frame
 
     def update(k):
         x = float(stops[k])
@@ -568,7 +593,9 @@ def circle_animation(frames: int = 24, *, dpi: int = 72):
         upto = t[t <= x + 1e-12]
         sin_line.set_data(upto, torch.sin(upto))
         cos_line.set_data(upto, torch.cos(upto))
-        ax_w.set_title(f"t = {x / math.pi:.2f}π")
+        ax_w.title.set_text(f"t = {x / math.pi:.2f}π")  # keeps the title style
         return radius, to_sin, to_cos, dot, sin_line, cos_line
 
-    return matplotlib.animation.FuncAnimation(fig, update, frames=frames, interval=120)
+    first = max(0, round(5 * frames / 12) - 1)  # stop j = first + 1: t near 5 pi / 6
+    order = [(first + j) % frames for j in range(frames)]
+    return matplotlib.animation.FuncAnimation(fig, update, frames=order, interval=120)
