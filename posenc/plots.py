@@ -167,6 +167,10 @@ class Layout:
         smallest_text: that text.
         narrowest_panel_px: the narrowest axes that is not a colour bar, in CSS pixels.
         most_lines: the most lines drawn in one axes.
+
+    Example:
+        >>> Layout(784.0, 9.0, "tick", 400.0, 2).problems()
+        ["text 'tick' is 9.0 px, under 10 px"]
     """
 
     width_px: float
