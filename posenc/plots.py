@@ -41,6 +41,7 @@ __all__ = [
     "STYLE",
     "Layout",
     "animation_html",
+    "colorbar_below",
     "figure",
     "layout",
     "overlay_vectors",
@@ -381,6 +382,56 @@ def overlay_vectors(
         )
         ax.set_title(title)
     return ax
+
+
+def colorbar_below(image, axes, label: str = ""):
+    """One colour bar under a group of panels that share a colour scale.
+
+    Half as wide as the panels, thin, and placed without moving them, so panels with and
+    without a bar line up.
+
+    Args:
+        image: what the bar shows the scale of (e.g. the result of ``ax.imshow``).
+        axes: the panels it sits under: one axes or a sequence of them.
+        label: the bar's label (what the colour means, with units).
+
+    Returns:
+        The matplotlib ``Colorbar``.
+
+    Raises:
+        TypeError: if ``image`` has no colour scale, or ``axes`` holds something that is not
+            an axes of one figure.
+
+    Example:
+        >>> fig, axes = figure(1, 2)
+        >>> bar = colorbar_below(axes[0].imshow([[0.0, 1.0]]), axes, label="value")
+        >>> bar.orientation
+        'horizontal'
+        >>> plt.close(fig)
+    """
+    if not isinstance(image, mpl.cm.ScalarMappable):
+        raise TypeError(
+            f"image must have a colour scale (a matplotlib ScalarMappable, e.g. from imshow), "
+            f"got {type(image).__name__}"
+        )
+    group = [axes] if isinstance(axes, mpl.axes.Axes) else list(_flat(axes))
+    if not group or not all(isinstance(ax, mpl.axes.Axes) for ax in group):
+        raise TypeError(f"axes must be an axes or a non-empty sequence of axes, got {axes!r}")
+    fig = group[0].figure
+    if any(ax.figure is not fig for ax in group):
+        raise TypeError("axes must all belong to one figure")
+    with mpl.rc_context(STYLE):
+        return fig.colorbar(
+            image, ax=group, location="bottom", shrink=0.5, aspect=30, panchor=False, label=label
+        )
+
+
+def _flat(axes):
+    try:
+        items = list(axes.flat) if hasattr(axes, "flat") else list(axes)
+    except TypeError:
+        return [axes]
+    return items
 
 
 def show(fig) -> None:

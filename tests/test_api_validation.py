@@ -399,6 +399,11 @@ base(
 base("context.scaled_sinusoidal", positions=lambda: [0, 7])
 base("context.span_basis", rows=lambda: _randn(3, 4))
 base(
+    "plots.colorbar_below",
+    image=lambda: plt.figure().add_subplot().imshow([[0.0, 1.0]]),
+    axes=lambda: posenc.plots.figure(1, 2)[1],
+)
+base(
     "table.Table",
     columns=lambda: ["offset", "score"],
     rows=lambda: [[1, "0.5"], [2, "0.25"]],

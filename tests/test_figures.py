@@ -86,3 +86,19 @@ def test_shown_figures_are_png_at_twice_the_column_width(monkeypatch):
     assert image.data[:8] == b"\x89PNG\r\n\x1a\n"
     assert int.from_bytes(image.data[16:20], "big") == plots.COLUMN_PX * plots.PNG_SCALE
     assert not plt.fignum_exists(fig.number)
+
+
+def test_colorbar_below_sits_under_the_panels_without_moving_them():
+    fig, axes = plots.figure(1, 2)
+    image = axes[0].imshow([[0.0, 1.0]])
+    fig.canvas.draw()
+    before = [ax.get_position().x0 for ax in axes]
+    bar = plots.colorbar_below(image, axes, label="value")
+    fig.canvas.draw()
+    assert bar.ax.get_position().y1 < min(ax.get_position().y0 for ax in axes)
+    assert [ax.get_position().x0 for ax in axes] == pytest.approx(before, abs=0.05)
+    other, _ = plots.figure()
+    with pytest.raises(TypeError, match="one figure"):
+        plots.colorbar_below(image, [axes[0], other.axes[0]])
+    plt.close(fig)
+    plt.close(other)

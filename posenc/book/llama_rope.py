@@ -322,15 +322,7 @@ def layout_figure(dim: int = 8, position: int = 1, *, base: float = 10.0):
             ax.set_xlabel("input feature")
             ax.set_title(titles[layout])
         axes[0].set_ylabel("output feature")
-        fig.colorbar(
-            image,
-            ax=axes,
-            location="bottom",
-            shrink=0.5,
-            aspect=30,
-            panchor=False,
-            label="matrix entry",
-        )
+        plots.colorbar_below(image, axes, label="matrix entry")
         fig.suptitle(f"RoPE matrix at position {position} (D = {dim}, base {base:g})")
     return fig
 

@@ -599,12 +599,8 @@ def alibi_figure(num_positions: int = 24, num_heads: int = 8, *, heads=(0, 3, 7)
         ax.set_title("every head, by distance")
         for spare in axes[len(heads) + 1 :]:
             spare.remove()
-        fig.colorbar(
-            image,
-            ax=list(axes[: len(heads) + 1]),
-            location="bottom",
-            shrink=0.6,
-            label="exp(bias): factor on a key's softmax weight",
+        plots.colorbar_below(
+            image, axes[: len(heads) + 1], label="exp(bias): factor on a key's softmax weight"
         )
     return fig
 

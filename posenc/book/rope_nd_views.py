@@ -604,13 +604,6 @@ def score_maps_figure(
         ax.set_xlabel("key x")
     for ax in axs[:, 0]:
         ax.set_ylabel("key y")
-    fig.colorbar(
-        image,
-        ax=axs,
-        orientation="horizontal",
-        shrink=0.5,
-        aspect=30,
-        label="score / largest |score| of the row",
-        ticks=[-1, -0.5, 0, 0.5, 1],
-    )
+    bar = plots.colorbar_below(image, axs, label="score / largest |score| of the row")
+    bar.set_ticks([-1, -0.5, 0, 0.5, 1])
     return fig

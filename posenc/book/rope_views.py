@@ -383,16 +383,7 @@ def score_grids_figure(grids: dict, positions):
         ax.images[0].set_clim(-limit, limit)
         if j:
             ax.set_ylabel("")
-    with mpl.rc_context(plots.STYLE):
-        fig.colorbar(
-            axes[0].images[0],
-            ax=axes,
-            location="bottom",
-            shrink=0.5,
-            aspect=30,
-            panchor=False,
-            label="score",
-        )
+    plots.colorbar_below(axes[0].images[0], axes, label="score")
     return fig
 
 
@@ -733,15 +724,7 @@ def distance_figure(distances: dict, labels: Sequence[str]):
             ax.set_yticks(range(size), labels)
             ax.grid(False)
             ax.set_title(title)
-        fig.colorbar(
-            image,
-            ax=axes,
-            location="bottom",
-            shrink=0.5,
-            aspect=30,
-            panchor=False,
-            label="L2 distance",
-        )
+        plots.colorbar_below(image, axes, label="L2 distance")
     return fig
 
 
