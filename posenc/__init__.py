@@ -21,7 +21,8 @@ The package has three layers (``posenc/README.md`` draws them):
   :mod:`~posenc.rope` (the reference ``apply_rope``, layouts, n-D), :mod:`~posenc.scaling`
   (frequencies for longer contexts), :mod:`~posenc.relative` (Shaw, T5, ALiBi),
   :mod:`~posenc.attention`, :mod:`~posenc.properties`, :mod:`~posenc.precision`,
-  :mod:`~posenc.llama` (the Llama 3.2 data), :mod:`~posenc.device`, and ``_validate``;
+  :mod:`~posenc.llama` (the Llama 3.2 data), :mod:`~posenc.smol` (a small trained Llama),
+  :mod:`~posenc.decoder` (its forward pass by hand), :mod:`~posenc.device`, and ``_validate``;
 - **the fast path**, :mod:`posenc.fast`: the same RoPE built for speed (C loop, Triton,
   cached tables), opt-in, and measured by ``python -m posenc.bench``;
 - **the book**, :mod:`posenc.book`, :mod:`posenc.plots`, :mod:`posenc.table` and
@@ -63,6 +64,7 @@ __version__ = "0.1.0"
 _SUBMODULES = (
     "attention",
     "book",
+    "decoder",
     "device",
     "encodings",
     "fast",
@@ -74,6 +76,7 @@ _SUBMODULES = (
     "rope",
     "rotation",
     "scaling",
+    "smol",
     "table",
 )
 

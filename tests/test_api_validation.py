@@ -43,6 +43,7 @@ import os
 import pkgutil
 import re
 import signal
+import tempfile
 import threading
 import traceback
 import types
@@ -788,6 +789,102 @@ base("claims_tables.slugify", title=lambda: "A query at $m$, a key at $n$")
 base("claims_tables.update_claims_page", path=_claims_page, claims=lambda: [_claim()])
 
 
+# --- the trained model of chapter 15: a tiny random Llama stands in, the real tokenizer ----
+
+
+@functools.cache
+def _tiny_config():
+    import transformers
+
+    return transformers.LlamaConfig(
+        vocab_size=49152,  # SmolLM2's, so that its tokenizer's ids fit
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+    )
+
+
+@functools.cache
+def _tiny_llama():
+    import transformers
+
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(_tiny_config()).eval()
+
+
+@functools.cache
+def _tiny_smol():
+    from transformers import AutoTokenizer
+
+    folder = posenc.smol._offline_folder(posenc.device.cache_dir())
+    return posenc.smol.Smol("offline", AutoTokenizer.from_pretrained(folder), _tiny_llama())
+
+
+def _tiny_ids():
+    return torch.tensor([504, 3575, 282, 4649, 314, 7042])
+
+
+def _tiny_stats():
+    return posenc.book.trained.head_statistics(_tiny_llama(), _tiny_ids())
+
+
+def _k_rows():
+    rows = posenc.smol.read_gguf_tensor(posenc.smol.gguf_path(), "blk.0.attn_k.weight")
+    return posenc.rope.permute_qk_rows(rows, 3)
+
+
+VALUES["model"] = _tiny_llama
+VALUES["smol"] = _tiny_smol
+for _name in (
+    "decoder.forward",
+    "decoder.generate",
+    "trained.position_ablation",
+    "trained.shift_drift",
+    "trained.swap_check",
+    "trained.head_statistics",
+    "trained.frequency_removal",
+    "trained.stride_probe",
+    "trained.gap_probe",
+):
+    base(_name, ids=_tiny_ids)
+base("decoder.config_inv_freq", config=_tiny_config)
+base("decoder.generate", steps=lambda: 2)
+base("decoder.KVCache.next_positions", count=lambda: 3)
+base("trained.nll", logits=lambda: torch.zeros(3, 4), ids=lambda: torch.tensor([0, 1, 2]))
+base("trained.perplexity", logits=lambda: torch.zeros(3, 4), ids=lambda: torch.tensor([0, 1, 2]))
+base("trained.shift_drift", shifts=lambda: [0, 10], recipes=lambda: ["fp32 angles"])
+base("trained.frequency_removal", fractions=lambda: [0.25])
+base("trained.stride_probe", strides=lambda: [1, 2], methods=lambda: ["none"])
+base("trained.gap_probe", gaps=lambda: [0, 100], methods=lambda: ["none", "PI"])
+base("trained.energy_figure", stats=_tiny_stats)
+base("trained.heads_figure", stats=_tiny_stats)
+base(
+    "trained.probe_figure",
+    probe=lambda: {"span": [100, 20000], "none": [20.0, 900.0], "PI": [20.0, 60.0]},
+    trained=lambda: 8192,
+    xlabel=lambda: "span",
+    title=lambda: "A probe",
+)
+base("trained.scaled_inv_freq", config=_tiny_config, method=lambda: "YaRN", factor=lambda: 4.0)
+base("trained.gguf_row_order", gguf_file=posenc.smol.gguf_path, weight=_k_rows, num_heads=lambda: 3)
+base("trained.generation_check", prompt=lambda: "The capital of France is", steps=lambda: 2)
+base("smol.read_gguf_tensor", path=posenc.smol.gguf_path, name=lambda: "blk.0.attn_k.weight")
+base(
+    "smol.cached_folder",
+    folder=lambda: Path(tempfile.mkdtemp()) / "made",
+    build=lambda: lambda d: (d / "a.txt").write_text("hi"),
+)
+base(
+    "smol.Smol",
+    source=lambda: "offline",
+    tokenizer=lambda: _tiny_smol().tokenizer,
+    model=_tiny_llama,
+)
+base("smol.Smol.pieces", ids=lambda: [504, 3575])
+
 # Calls that need something this machine may not have: the Hub (network and a token), a GPU
 # with Triton. Their garbage is still fed (it must be refused before any of that is
 # needed); only the valid call is not made.
@@ -796,6 +893,7 @@ NO_BASELINE = {
     "llama.hub_embeddings": "needs the Hugging Face Hub and a token",
     "triton.rope_triton": "needs a CUDA GPU with Triton",
     "kernels.rope_compiled": "torch.compile takes tens of seconds on first use",
+    "smol.load": "loads a 135M-parameter model (seconds); tests/test_smol.py loads it",
     **(
         {}
         if posenc.fast.cpu_kernel.available()
@@ -820,6 +918,8 @@ INSTANCES: dict[str, Callable[[], object]] = {
         4, 8
     ),
     "llama.Llama": _llama,
+    "smol.Smol": _tiny_smol,
+    "decoder.KVCache": lambda: posenc.decoder.KVCache(),
     "context.ScoreTerms": _score_terms,
     "precision.Recipe": lambda: posenc.precision.RECIPES["fp32 angles"],
     "properties.Verdict": lambda: posenc.properties.Verdict(True, 0.0, "max error"),
@@ -986,6 +1086,10 @@ OPTIONS: dict[str, set[str]] = {
     "relative_views.attention_at": {"scheme"},
     "relative_views.shift_change": {"scheme"},
     "llama.load": {"source"},
+    "smol.load": {"source"},
+    "smol.Smol": {"source"},
+    "trained.recipe_rope": {"recipe"},
+    "trained.scaled_inv_freq": {"method"},
     "kernels.dense_matrices": {"layout"},
     "precision.exact_rope": {"recipe"},
     "precision_views.offset_scores": {"recipe"},

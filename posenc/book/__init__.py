@@ -17,8 +17,9 @@ chapter imports what it draws with, e.g. ``from posenc.book import rope_views``.
 - ``rope_nd_views`` (11): grid checks of RoPE in n dimensions;
 - ``frequencies`` (12): periods, decay bound, context extension;
 - ``precision_views`` (14): tables and figures of low-precision RoPE;
-- ``summary`` (15): the property table of every scheme and the road map;
+- ``trained`` (15): RoPE measured inside SmolLM2-135M, a trained model;
+- ``summary`` (16): the property table of every scheme and the road map;
 - ``claims``, ``claim_checks``, ``claims_tables``: every claim of the sources the book
-  checks, the one function that settles each (run by its chapter, by chapter 15 and for
+  checks, the one function that settles each (run by its chapter, by chapter 16 and for
   the appendix), and their tables.
 """

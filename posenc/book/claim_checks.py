@@ -3,7 +3,7 @@
 Each check recomputes a claim of a source from scratch and returns a :class:`Finding`: a
 verdict (:data:`HOLDS`, :data:`CAVEAT` or :data:`WRONG`) and the measured facts behind it,
 as a short machine-independent string. :data:`posenc.book.claims.CLAIMS` ties each check to
-its claim, its source and the chapter section that discusses it; the chapter, chapter 15
+its claim, its source and the chapter section that discusses it; the chapter, chapter 16
 and the "Claims checked" appendix all run this one function.
 """
 
@@ -673,4 +673,74 @@ def _check_ntk_factor() -> Finding:
         _verdict(unseen > 0 and unseen_larger < unseen),
         f"extension 8: pairs at unseen angles with factor 8 {unseen}, with factor 32 "
         f"{unseen_larger}",
+    )
+
+
+# --- chapter 15: a trained model -------------------------------------------------------------
+
+
+def _smol_text(n: int):
+    """SmolLM2-135M (from the Hub or offline) and the first ``n`` tokens of the Zen of Python."""
+    from posenc import smol
+    from posenc.book import trained
+
+    model = smol.load()
+    return model.model, model.encode(trained.zen_text())[:n]
+
+
+def _check_shift_in_a_model() -> Finding:
+    from posenc.book import trained
+
+    model, ids = _smol_text(48)
+    drift = trained.shift_drift(
+        model, ids, [1_000_000, 10_000], ["exact (fp64)", "fp32 angles", "bf16 angles"]
+    )
+    exact = max(r["max_logit"] for r in drift["exact (fp64)"]) < 1e-4
+    fp32 = drift["fp32 angles"][0]
+    fp32_small = fp32["max_logit"] < 0.01 and fp32["top1"] == 1.0
+    bf16_breaks = drift["bf16 angles"][1]["top1"] < 0.75
+    return Finding(
+        _verdict(exact and fp32_small, caveat=bf16_breaks),
+        f"shift 1,000,000: float64 angles keep the logits: {_yes(exact)}; float32 angles "
+        f"move them under 1% and keep every prediction: {_yes(fp32_small)}; bfloat16 angles "
+        f"change over a quarter of the predictions at 10,000: {_yes(bf16_breaks)}",
+    )
+
+
+def _check_p_rope_in_a_model() -> Finding:
+    from posenc.book import trained
+    from posenc.decoder import forward
+
+    model, ids = _smol_text(96)
+    stats = trained.head_statistics(model, ids)
+    quarter = stats["q_share"].shape[1] // 4
+    q = stats["q_share"].mean(0)
+    k = stats["k_share"].mean(0)
+    slow_heavier = bool(
+        q[-quarter:].sum() > q[:quarter].sum() and k[-quarter:].sum() > k[:quarter].sum()
+    )
+    base = trained.perplexity(forward(model, ids), ids)
+    removed = trained.frequency_removal(model, ids, [0.25])
+    slow_cheap = removed["slowest"][0] < 1.1 * base
+    fast_costly = removed["fastest"][0] > 3 * base
+    return Finding(
+        _verdict(slow_heavier and slow_cheap and fast_costly),
+        f"slowest quarter of the pairs heavier than the fastest: {_yes(slow_heavier)}; "
+        f"without its rotation perplexity within 10%: {_yes(slow_cheap)}; without the "
+        f"fastest quarter's over 3x: {_yes(fast_costly)}",
+    )
+
+
+def _check_generalisation_in_a_model() -> Finding:
+    from posenc.book import trained
+
+    model, ids = _smol_text(128)
+    probe = trained.gap_probe(model, ids, [4000, 16000, 64000], ("none", "llama3", "YaRN"))
+    near = probe["none"][0]
+    plain_breaks = probe["none"][1] > 10 * near
+    scaled_hold = all(v < 2 * near for name in ("llama3", "YaRN") for v in probe[name][1:])
+    return Finding(
+        _verdict(scaled_hold, caveat=plain_breaks),
+        f"gap 16,000, plain RoPE: perplexity over 10x: {_yes(plain_breaks)}; llama3 and YaRN "
+        f"within 2x up to 64,000: {_yes(scaled_hold)}",
     )

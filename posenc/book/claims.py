@@ -2,7 +2,7 @@
 
 Each :class:`Claim` carries its source, the book's verdict and finding, the chapter section
 whose cells show it, and its ``check`` from :mod:`posenc.book.claim_checks`: the one function
-that settles it. The chapter that discusses a claim runs it (:func:`report`), chapter 15
+that settles it. The chapter that discusses a claim runs it (:func:`report`), chapter 16
 runs all of them (:func:`check_claims`), and the "Claims checked" appendix is written from
 the same records (:mod:`posenc.book.claims_tables`).
 
@@ -583,6 +583,49 @@ CLAIMS: tuple[Claim, ...] = (
         cc._check_ntk_factor,
     ),
     Claim(
+        "shift-in-a-model",
+        _PAGE,
+        "a shifted text gets the same output",
+        "Because the score depends only on $R_{n-m}$, RoPE makes attention "
+        "translation-invariant; checked again in a trained model, whose angles are rounded.",
+        CAVEAT,
+        "In SmolLM2-135M, shifting every position by up to 1,000,000 leaves the logits as they "
+        "are with float64 angles; with float32 angles, as transformers computes them, they "
+        "move by under 1% of the largest and the predicted tokens stay; with bfloat16 "
+        "angles a shift of 10,000 changes most predictions.",
+        15,
+        "only-offsets-matter",
+        cc._check_shift_in_a_model,
+    ),
+    Claim(
+        "p-rope-in-a-model",
+        "barbero2025round",
+        "the slowest pairs need no rotation",
+        "The slowest frequencies carry content more than position: removing their rotation "
+        "(p-RoPE) costs little, while the fastest pairs carry the positional work.",
+        HOLDS,
+        "In SmolLM2-135M the slowest quarter of the pairs holds more of the query and key "
+        "norm than the fastest quarter; without its rotation the perplexity stays within "
+        "10%, without the fastest quarter's it rises more than threefold.",
+        15,
+        "which-frequencies-carry-what",
+        cc._check_p_rope_in_a_model,
+    ),
+    Claim(
+        "generalisation-in-a-model",
+        _PAGE,
+        "RoPE generalises to longer sequences",
+        "RoPE generalises excellently to longer sequences (it supports context scaling); "
+        "checked again in a trained model.",
+        CAVEAT,
+        "In SmolLM2-135M, a gap of 16,000 positions in the middle of a text (twice the "
+        "trained length) multiplies the perplexity after it more than tenfold with plain "
+        "RoPE; with the llama3 recipe or YaRN it stays within a factor of 2 up to 64,000.",
+        15,
+        "past-the-training-length-cheaply",
+        cc._check_generalisation_in_a_model,
+    ),
+    Claim(
         "rotated-query",
         _BLOG,
         "<R(m) q, R(n) k> = <R(n-m) q, k>",
@@ -591,7 +634,7 @@ CLAIMS: tuple[Claim, ...] = (
         "Moving the rotation to the query reverses it: "
         "$\\langle R(m) q, R(n) k \\rangle = \\langle R(m-n) q, k \\rangle = "
         "\\langle q, R(n-m) k \\rangle$.",
-        15,
+        16,
         "a-slip-no-chapter-met",
         cc._check_rotated_query_form,
     ),

@@ -247,6 +247,7 @@ ROAD: tuple[Station, ...] = (
     Station(12, "length", "slow pairs need scaling"),
     Station(13, "fast RoPE", "one pass over memory"),
     Station(14, "precision", "fp32 angles, cast last"),
+    Station(15, "a trained model", "fast pairs place, slow pairs mean"),
 )
 """The stations of :func:`road_map_figure`, in the order of the book."""
 

