@@ -29,6 +29,11 @@ CLAIMS = {claim.key: claim for claim in claims.CLAIMS}
 
 @pytest.mark.parametrize("claim", claims.CLAIMS, ids=lambda c: c.key)
 def test_each_check_reproduces_the_recorded_verdict(claim):
+    if claim.chapter == 15:
+        pytest.skip(
+            "runs the 135M-parameter model: chapter 15 reports it and chapter 16 checks every "
+            "verdict against the appendix, both under nbval"
+        )
     finding = claims.check_claim(claim)
     assert finding.verdict == claim.verdict, finding.evidence
     assert finding.evidence

@@ -713,9 +713,9 @@ def _check_p_rope_in_a_model() -> Finding:
 
     model, ids = _smol_text(96)
     stats = trained.head_statistics(model, ids)
-    quarter = stats["q_share"].shape[1] // 4
-    q = stats["q_share"].mean(0)
-    k = stats["k_share"].mean(0)
+    quarter = stats["q_share"].shape[-1] // 4
+    q = stats["q_share"].mean(dim=(0, 1))  # [D/2]: over layers and heads
+    k = stats["k_share"].mean(dim=(0, 1))
     slow_heavier = bool(
         q[-quarter:].sum() > q[:quarter].sum() and k[-quarter:].sum() > k[:quarter].sum()
     )

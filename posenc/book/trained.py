@@ -469,8 +469,8 @@ def head_statistics(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:
     """Where the norm of queries and keys sits, per frequency pair, and what each head attends to.
 
     Returns:
-        ``q_share [L, D/2]`` and ``k_share [L, D/2]``: each pair's share of the squared norm
-        of the queries (keys) before rotation, averaged over tokens and heads;
+        ``q_share [L, H, D/2]`` and ``k_share [L, H_kv, D/2]``: each pair's share of the
+        squared norm of a head's queries (keys) before rotation, averaged over tokens;
         ``previous [L, H]``: attention each head gives to the token just before, averaged
         over queries; ``first [L, H]``: the same for the first token.
 
@@ -484,16 +484,16 @@ def head_statistics(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:
         ...     num_attention_heads=2, num_key_value_heads=1)).eval()
         >>> stats = head_statistics(tiny, torch.arange(6))
         >>> tuple(stats["q_share"].shape), tuple(stats["previous"].shape)
-        ((1, 4), (1, 2))
+        ((1, 2, 4), (1, 2))
     """
     ids = _model_ids(model, ids)
     q_share, k_share, previous, first = [], [], [], []
     half = model.config.hidden_size // model.config.num_attention_heads // 2
 
-    def share(x):  # [B, H, T, D] -> [D/2]
+    def share(x):  # [B, H, T, D] -> [H, D/2]
         energy = x[..., :half].pow(2) + x[..., half:].pow(2)  # half layout: pair i = (i, i + D/2)
         energy = energy / energy.sum(-1, keepdim=True)
-        return energy.mean(dim=(0, 1, 2))
+        return energy.mean(dim=(0, 2))
 
     def observe(layer, q, k, weights):
         q_share.append(share(q))
@@ -512,7 +512,9 @@ def head_statistics(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def energy_figure(stats: dict[str, torch.Tensor]):
-    """Two heat maps, queries and keys: each pair's share of the norm, per layer.
+    """Two heat maps, queries and keys: each pair's share of the norm, per head of each layer.
+
+    One row per head, the heads of a layer next to each other, layers from the bottom up.
 
     Args:
         stats: the result of :func:`head_statistics`.
@@ -534,8 +536,13 @@ def energy_figure(stats: dict[str, torch.Tensor]):
     fig, axes = plots.figure(1, 2, height=3.6)
     top = max(stats["q_share"].max().item(), stats["k_share"].max().item())
     for ax, key, title in zip(axes, ("q_share", "k_share"), ("queries", "keys"), strict=True):
+        shares = stats[key].cpu()
+        if shares.dim() == 2:  # one row per layer already
+            shares = shares[:, None]
+        layers, heads = shares.shape[:2]
         image = ax.imshow(
-            stats[key].cpu().numpy(),
+            shares.flatten(0, 1).numpy(),  # [L * H, D/2]: layer by layer, head by head
+            interpolation="nearest",
             aspect="auto",
             cmap=plots.SEQUENTIAL,
             vmin=0,
@@ -544,7 +551,10 @@ def energy_figure(stats: dict[str, torch.Tensor]):
         )
         ax.set_title(f"{title}: share of |x|^2 per pair")
         ax.set_xlabel("pair i (fast → slow)")
-        ax.set_ylabel("layer")
+        ax.set_ylabel("layer (one row per head)")
+        step = max(1, layers // 6)
+        ax.set_yticks([(i + 0.5) * heads - 0.5 for i in range(0, layers, step)])
+        ax.set_yticklabels([str(i) for i in range(0, layers, step)])
         ax.grid(False)
     plots.colorbar_below(image, list(axes), "share of the squared norm")
     return fig
