@@ -25,9 +25,11 @@ that line; the test command runs it before the timed tests.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import math
+import mmap
 import os
 import shutil
 import struct
@@ -333,6 +335,33 @@ class _Cursor:
             raise ValueError(f"unknown GGUF value type {kind} at byte {self.at}")
 
 
+@functools.lru_cache(maxsize=4)
+def _gguf_records(path: str, size: int, mtime_ns: int) -> dict[str, tuple[list[int], int, int]]:
+    """``{tensor name: (dims, type, byte offset)}`` of a GGUF file (size and time key the cache)."""
+    with open(path, "rb") as f:
+        data = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+    if bytes(data[:4]) != b"GGUF":
+        raise ValueError(f"{path} is not a GGUF file (it starts with {bytes(data[:4])!r})")
+    cur = _Cursor(data)
+    cur.at = 4
+    _version, n_tensors, n_kv = cur.take("I"), cur.take("Q"), cur.take("Q")
+    alignment = 32
+    for _ in range(n_kv):
+        key, kind = cur.string(), cur.take("I")
+        if key == "general.alignment" and kind == 4:
+            alignment = cur.take("I")
+        else:
+            cur.skip(kind)
+    found = {}
+    for _ in range(n_tensors):
+        name = cur.string()
+        dims = [cur.take("Q") for _ in range(cur.take("I"))]
+        kind, offset = cur.take("I"), cur.take("Q")
+        found[name] = (dims, kind, offset)
+    data_start = -(-cur.at // alignment) * alignment
+    return {name: (dims, kind, data_start + offset) for name, (dims, kind, offset) in found.items()}
+
+
 def read_gguf_tensor(path, name: str) -> torch.Tensor:
     """One tensor of a GGUF file, dequantised to float32, without parsing the rest.
 
@@ -365,36 +394,19 @@ def read_gguf_tensor(path, name: str) -> torch.Tensor:
         raise TypeError(f"path must be a path, got {path!r} ({type(path).__name__})")
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {name!r} ({type(name).__name__})")
-    with open(path, "rb") as f:
-        data = memoryview(f.read())
-    cur = _Cursor(data)
-    if bytes(data[:4]) != b"GGUF":
-        raise ValueError(f"{path} is not a GGUF file (it starts with {bytes(data[:4])!r})")
-    cur.at = 4
-    _version, n_tensors, n_kv = cur.take("I"), cur.take("Q"), cur.take("Q")
-    alignment = 32
-    for _ in range(n_kv):
-        key, kind = cur.string(), cur.take("I")
-        if key == "general.alignment" and kind == 4:
-            alignment = cur.take("I")
-        else:
-            cur.skip(kind)
-    found = None
-    for _ in range(n_tensors):
-        tname = cur.string()
-        dims = [cur.take("Q") for _ in range(cur.take("I"))]
-        kind, offset = cur.take("I"), cur.take("Q")
-        if tname == name:
-            found = (dims, kind, offset)
-    if found is None:
+    stat = os.stat(path)
+    records = _gguf_records(os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+    if name not in records:
         raise ValueError(f"{path} holds no tensor {name!r}")
-    dims, kind, offset = found
-    start = -(-cur.at // alignment) * alignment + offset
+    dims, kind, start = records[name]
     qtype = gguf.GGMLQuantizationType(kind)
     block, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
-    count = math.prod(dims)
-    raw = np.frombuffer(data, dtype=np.uint8, count=count // block * block_bytes, offset=start)
-    rows = raw.reshape(-1, dims[0] // block * block_bytes)
+    with open(path, "rb") as f:  # mapped, not read: only the tensor's pages are loaded
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    raw = np.frombuffer(
+        data, dtype=np.uint8, count=math.prod(dims) // block * block_bytes, offset=start
+    )
+    rows = raw.reshape(-1, dims[0] // block * block_bytes).copy()  # off the mapping
     values = gguf.quants.dequantize(rows, qtype)
     return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).reshape(*dims[::-1])
 

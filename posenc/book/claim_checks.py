@@ -691,7 +691,7 @@ def _smol_text(n: int):
 def _check_shift_in_a_model() -> Finding:
     from posenc.book import trained
 
-    model, ids = _smol_text(48)
+    model, ids = _smol_text(32)
     drift = trained.shift_drift(
         model, ids, [1_000_000, 10_000], ["exact (fp64)", "fp32 angles", "bf16 angles"]
     )
