@@ -734,7 +734,7 @@ def _check_p_rope_in_a_model() -> Finding:
 def _check_generalisation_in_a_model() -> Finding:
     from posenc.book import trained
 
-    model, ids = _smol_text(128)
+    model, ids = _smol_text(96)
     probe = trained.gap_probe(model, ids, [4000, 16000, 64000], ("none", "llama3", "YaRN"))
     near = probe["none"][0]
     plain_breaks = probe["none"][1] > 10 * near
