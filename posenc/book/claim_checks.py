@@ -711,7 +711,7 @@ def _check_p_rope_in_a_model() -> Finding:
     from posenc.book import trained
     from posenc.decoder import forward
 
-    model, ids = _smol_text(96)
+    model, ids = _smol_text(48)
     stats = trained.head_statistics(model, ids)
     quarter = stats["q_share"].shape[-1] // 4
     q = stats["q_share"].mean(dim=(0, 1))  # [D/2]: over layers and heads
