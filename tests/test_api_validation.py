@@ -831,9 +831,14 @@ def _tiny_stats():
     return posenc.book.trained.head_statistics(_tiny_llama(), _tiny_ids())
 
 
-def _k_rows():
+@functools.cache
+def _k_rows_once():
     rows = posenc.smol.read_gguf_tensor(posenc.smol.gguf_path(), "blk.0.attn_k.weight")
     return posenc.rope.permute_qk_rows(rows, 3)
+
+
+def _k_rows():
+    return _k_rows_once().clone()
 
 
 VALUES["model"] = _tiny_llama
