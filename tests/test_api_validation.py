@@ -817,10 +817,8 @@ def _tiny_llama():
 
 @functools.cache
 def _tiny_smol():
-    from transformers import AutoTokenizer
-
     folder = posenc.smol._offline_folder(posenc.device.cache_dir())
-    return posenc.smol.Smol("offline", AutoTokenizer.from_pretrained(folder), _tiny_llama())
+    return posenc.smol.Smol("offline", posenc.smol._saved_tokenizer(folder), _tiny_llama())
 
 
 def _tiny_ids():
