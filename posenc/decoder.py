@@ -40,7 +40,7 @@ from posenc._validate import (
 )
 from posenc.rope import _check_inv_freq, apply_rope, rope_inv_freq
 
-__all__ = ["KVCache", "config_inv_freq", "forward", "generate"]
+__all__ = ["KVCache", "config_inv_freq", "config_rope_base", "forward", "generate"]
 
 Rope = Callable[..., torch.Tensor]
 
@@ -102,6 +102,43 @@ def _check_config(config: object) -> None:
             )
 
 
+def config_rope_base(config) -> float:
+    """RoPE's base for a Llama config with plain RoPE (10000 if the config names none).
+
+    Reads ``config.rope_parameters`` (transformers 5) or ``config.rope_theta`` (transformers 4).
+
+    Args:
+        config: a ``LlamaConfig``.
+
+    Returns:
+        The base, a float.
+
+    Raises:
+        TypeError: if ``config`` is not a Llama config.
+        ValueError: if the config asks for a scaled RoPE (``rope_type`` other than
+            ``"default"``).
+
+    Example:
+        >>> from transformers import LlamaConfig
+        >>> config_rope_base(LlamaConfig(hidden_size=64, num_attention_heads=4, rope_theta=500.0))
+        500.0
+    """
+    _check_config(config)
+    params = getattr(config, "rope_parameters", None) or {}
+    theta = params.get("rope_theta", getattr(config, "__dict__", {}).get("rope_theta"))
+    kind = params.get("rope_type", "default")
+    scaling = getattr(config, "__dict__", {}).get("rope_scaling")
+    if scaling:
+        kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind != "default":
+        raise ValueError(f"config_rope_base reads plain RoPE only, got rope_type={kind!r}")
+    return 10000.0 if theta is None else float(theta)
+
+
+def _head_dim(config) -> int:
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
 def config_inv_freq(config) -> torch.Tensor:
     """RoPE's frequencies ``[D/2]`` (float64) for a Llama config with plain RoPE.
 
@@ -115,27 +152,16 @@ def config_inv_freq(config) -> torch.Tensor:
         float64 ``[D/2]``: ``base**(-2i/D)``.
 
     Raises:
-        ValueError: if the config asks for a scaled RoPE (``rope_type`` other than
-            ``"default"``); pass the scaled frequencies to :func:`forward` instead.
+        TypeError, ValueError: as :func:`config_rope_base`; for a scaled RoPE, pass the
+            scaled frequencies to :func:`forward` instead.
 
     Example:
         >>> from transformers import LlamaConfig
         >>> config_inv_freq(LlamaConfig(hidden_size=64, num_attention_heads=4))[:2]
         tensor([1.0000, 0.3162], dtype=torch.float64)
     """
-    _check_config(config)
-    params = getattr(config, "rope_parameters", None) or {}
-    theta = params.get("rope_theta", getattr(config, "__dict__", {}).get("rope_theta"))
-    kind = params.get("rope_type", "default")
-    scaling = getattr(config, "__dict__", {}).get("rope_scaling")
-    if scaling:
-        kind = scaling.get("rope_type", scaling.get("type", "default"))
-    if kind != "default":
-        raise ValueError(f"config_inv_freq reads plain RoPE only, got rope_type={kind!r}")
-    if theta is None:
-        theta = 10000.0
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    return rope_inv_freq(head_dim, float(theta))
+    base = config_rope_base(config)  # checks the config first
+    return rope_inv_freq(_head_dim(config), base)
 
 
 def _rms_norm(x: torch.Tensor, norm: torch.nn.Module) -> torch.Tensor:
@@ -200,7 +226,7 @@ def _check_positions(positions: object, ids: torch.Tensor, cache: KVCache | None
     if positions is None:
         if cache is not None:
             return cache.next_positions(ids.shape[1]).expand(ids.shape[0], -1)
-        return torch.arange(ids.shape[1]).expand(ids.shape[0], -1)
+        return torch.arange(ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
     if not isinstance(positions, torch.Tensor):
         try:
             positions = torch.as_tensor(positions)
@@ -282,7 +308,7 @@ def forward(
     if observe is not None:
         check_callable("observe", observe)
     config = model.config
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    head_dim = _head_dim(config)
     if inv_freq is None:
         inv_freq = config_inv_freq(config)
     else:
@@ -374,5 +400,6 @@ def generate(
         token = int(logits[0, -1].argmax())
         new.append(token)
         if len(new) < steps:
-            logits = forward(model, torch.tensor([token]), rope=rope, layout=layout, cache=cache)
+            nxt = torch.tensor([token], device=ids.device)
+            logits = forward(model, nxt, rope=rope, layout=layout, cache=cache)
     return new

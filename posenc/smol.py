@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from posenc.device import cache_dir
+from posenc.llama import _check_cache, _offline_requested
 
 __all__ = [
     "GGUF_FILE",
@@ -79,18 +79,6 @@ _MANIFEST = "posenc-manifest.json"
 _CONVERTED = "smollm2-135m-instruct-q4_1-bf16"
 _HUB_PROBE_S = 5.0
 _LOADED: dict[tuple, Smol] = {}
-
-
-def _offline_requested() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _check_cache(cache: object) -> Path:
-    if cache is None:
-        return cache_dir()
-    if not isinstance(cache, (str, os.PathLike)):
-        raise TypeError(f"cache must be a path or None, got {cache!r} ({type(cache).__name__})")
-    return Path(cache)
 
 
 def _sha256(path: Path) -> str:

@@ -854,6 +854,7 @@ for _name in (
 ):
     base(_name, ids=_tiny_ids)
 base("decoder.config_inv_freq", config=_tiny_config)
+base("decoder.config_rope_base", config=_tiny_config)
 base("decoder.generate", steps=lambda: 2)
 base("decoder.KVCache.next_positions", count=lambda: 3)
 base("trained.nll", logits=lambda: torch.zeros(3, 4), ids=lambda: torch.tensor([0, 1, 2]))

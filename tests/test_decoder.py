@@ -151,3 +151,18 @@ def test_bad_arguments_are_refused(model):
         decoder.forward(model, IDS.to("meta"))
     with pytest.raises(ValueError, match=r"ids must be \[T\] with"):
         decoder.generate(model, IDS[None], 2)
+
+
+def test_every_tensor_it_makes_follows_the_inputs_device(model):
+    # the meta device stands in for a GPU: a tensor made on the CPU would meet it and fail
+    with torch.device("meta"):
+        meta = transformers.LlamaForCausalLM(model.config).eval()
+    ids = IDS.to("meta")
+    assert decoder.forward(meta, ids).device.type == "meta"
+    inv_freq = pe.rope_inv_freq(8, 100.0).to("meta")
+    assert decoder.forward(meta, ids, inv_freq=inv_freq).device.type == "meta"
+    cache = decoder.KVCache()
+    decoder.forward(meta, ids[:3], cache=cache)
+    assert decoder.forward(meta, ids[3:], cache=cache).device.type == "meta"
+    with pytest.raises(ValueError, match="device"):
+        decoder.forward(meta, IDS)  # ids on the CPU, weights elsewhere

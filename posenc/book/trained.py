@@ -51,6 +51,7 @@ from posenc.decoder import (
     _check_model,
     _check_token_ids,
     config_inv_freq,
+    config_rope_base,
     forward,
     generate,
 )
@@ -122,7 +123,8 @@ def _check_stats(stats: object) -> dict[str, torch.Tensor]:
             raise ValueError(
                 f"stats must be the result of head_statistics, with {_STATS}; it lacks {key!r}"
             )
-        check_tensor(f"stats[{key!r}]", stats[key], min_dim=2)
+        # shares [L, H, D/2], attention [L, H]
+        check_tensor(f"stats[{key!r}]", stats[key], min_dim=3 if key.endswith("share") else 2)
     return stats
 
 
@@ -212,9 +214,9 @@ def position_ablation(model, ids: torch.Tensor, *, seed: int = 0) -> dict[str, f
     t = ids.shape[-1]
     gen = torch.Generator().manual_seed(seed)
     variants = {
-        "true": torch.arange(t),
-        "shuffled": torch.randperm(t, generator=gen),
-        "all zero": torch.zeros(t, dtype=torch.long),
+        "true": torch.arange(t, device=ids.device),
+        "shuffled": torch.randperm(t, generator=gen).to(ids.device),
+        "all zero": torch.zeros(t, dtype=torch.long, device=ids.device),
     }
     return {name: perplexity(forward(model, ids, p), ids) for name, p in variants.items()}
 
@@ -252,8 +254,8 @@ def dog_similarity(smol, sentence: str = "The dog chased another dog", word: str
         )
     out = {}
     for name, p in (
-        ("true positions", torch.arange(len(ids))),
-        ("all zero", torch.zeros(len(ids), dtype=torch.long)),
+        ("true positions", torch.arange(len(ids), device=ids.device)),
+        ("all zero", torch.zeros(len(ids), dtype=torch.long, device=ids.device)),
     ):
         states = smol.model(
             ids[None], position_ids=p[None], output_hidden_states=True
@@ -346,7 +348,7 @@ def shift_drift(
         rope = recipe_rope(name)
         rows = []
         for c in shifts:
-            got = forward(model, ids, torch.arange(t) + c, rope=rope)[0]
+            got = forward(model, ids, torch.arange(t, device=ids.device) + c, rope=rope)[0]
             rows.append(
                 {
                     "max_logit": (got - ref).abs().max().item() / scale,
@@ -528,18 +530,15 @@ def energy_figure(stats: dict[str, torch.Tensor]):
 
     Example:
         >>> import matplotlib.pyplot as plt
-        >>> shares = torch.full((3, 4), 0.25)
-        >>> stats = {"q_share": shares, "k_share": shares, "previous": shares,
-        ...     "first": shares}
+        >>> shares, heads = torch.full((3, 2, 4), 0.25), torch.full((3, 2), 0.5)
+        >>> stats = {"q_share": shares, "k_share": shares, "previous": heads, "first": heads}
         >>> plt.close(energy_figure(stats))
     """
     stats = _check_stats(stats)
     fig, axes = plots.figure(1, 2, height=3.6)
     top = max(stats["q_share"].max().item(), stats["k_share"].max().item())
     for ax, key, title in zip(axes, ("q_share", "k_share"), ("queries", "keys"), strict=True):
-        shares = stats[key].cpu()
-        if shares.dim() == 2:  # one row per layer already
-            shares = shares[:, None]
+        shares = stats[key].cpu()  # [L, H, D/2]
         layers, heads = shares.shape[:2]
         image = ax.imshow(
             shares.flatten(0, 1).numpy(),  # [L * H, D/2]: layer by layer, head by head
@@ -575,9 +574,8 @@ def heads_figure(stats: dict[str, torch.Tensor]):
 
     Example:
         >>> import matplotlib.pyplot as plt
-        >>> shares = torch.full((3, 4), 0.25)
-        >>> stats = {"q_share": shares, "k_share": shares, "previous": shares,
-        ...     "first": shares}
+        >>> shares, heads = torch.full((3, 2, 4), 0.25), torch.full((3, 2), 0.5)
+        >>> stats = {"q_share": shares, "k_share": shares, "previous": heads, "first": heads}
         >>> plt.close(heads_figure(stats))
     """
     prev = _check_stats(stats)["previous"].cpu()
@@ -634,8 +632,8 @@ def frequency_removal(
         slow = p_rope_inv_freq(base, 1 - f)
         fast = base.clone()
         fast[: round(f * n)] = 0
-        out["slowest"].append(perplexity(forward(model, ids, inv_freq=slow), ids))
-        out["fastest"].append(perplexity(forward(model, ids, inv_freq=fast), ids))
+        out["slowest"].append(perplexity(forward(model, ids, inv_freq=slow.to(ids.device)), ids))
+        out["fastest"].append(perplexity(forward(model, ids, inv_freq=fast.to(ids.device)), ids))
     return out
 
 
@@ -667,7 +665,7 @@ def scaled_inv_freq(config, method: str, factor: float) -> tuple[torch.Tensor, f
     factor = check_real("factor", factor, minimum=1.0)
     base = config_inv_freq(config)
     dim = 2 * base.shape[0]
-    theta = float(base[1] ** (-dim / 2)) if dim > 2 else 10000.0
+    theta = config_rope_base(config)
     trained = int(config.max_position_embeddings)
     if method == "none":
         return base, 1.0
@@ -720,7 +718,10 @@ def stride_probe(
         for s in strides:
             factor = max(1.0, s * (t - 1) / trained)
             inv_freq, scale = scaled_inv_freq(model.config, method, factor)
-            logits = forward(model, ids, torch.arange(t) * s, inv_freq=inv_freq, score_scale=scale)
+            positions = torch.arange(t, device=ids.device) * s
+            logits = forward(
+                model, ids, positions, inv_freq=inv_freq.to(ids.device), score_scale=scale
+            )
             out[method].append(perplexity(logits, ids))
     return out
 
@@ -766,9 +767,12 @@ def gap_probe(
             factor = max(1.0, (t + g) / trained)
             key = (method if factor > 1 else "none", g)  # every recipe is plain RoPE at factor 1
             if key not in done:
-                positions = torch.arange(t) + g * (torch.arange(t) >= half)
+                index = torch.arange(t, device=ids.device)
+                positions = index + g * (index >= half)
                 inv_freq, scale = scaled_inv_freq(model.config, key[0], factor)
-                logits = forward(model, ids, positions, inv_freq=inv_freq, score_scale=scale)
+                logits = forward(
+                    model, ids, positions, inv_freq=inv_freq.to(ids.device), score_scale=scale
+                )
                 done[key] = math.exp(nll(logits, ids)[half:].mean().item())
             out[method].append(done[key])
     return out
