@@ -20,7 +20,7 @@ import yaml
 
 import posenc
 from posenc.book import claim_checks, claims
-from tools import browser_check, setup_cell
+from tools import browser_check, build_book, setup_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,11 @@ def built_book(tmp_path_factory) -> Path:
     """Build the book once per test session (per worker) and return its ``_build/html``.
 
     Every module that needs the HTML calls this; the first call builds, the others reuse.
+    The book the README's build command made is used instead when it was built from exactly
+    these files and packages (``tools.build_book.is_current``): CI builds it just before.
     """
+    if build_book.is_current(ROOT / "_build" / "html"):
+        return ROOT / "_build" / "html"
     out = tmp_path_factory.getbasetemp() / "book-build"
     html = out / "_build" / "html"
     if not (html / "index.html").is_file():

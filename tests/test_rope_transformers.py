@@ -11,12 +11,21 @@ from posenc import rope
 from posenc import scaling as sc
 
 transformers = pytest.importorskip("transformers")
-from transformers import LlamaConfig  # noqa: E402
-from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
-from transformers.models.llama.modeling_llama import (  # noqa: E402
-    LlamaRotaryEmbedding,
-    apply_rotary_pos_emb,
-)
+
+
+def _llama():
+    """transformers' Llama modelling code, imported when a test first needs it (seconds of
+    imports that every worker would otherwise pay while collecting)."""
+    from transformers.models.llama import modeling_llama
+
+    return modeling_llama
+
+
+def _rope_init(rope_type):
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    return ROPE_INIT_FUNCTIONS[rope_type]
+
 
 LLAMA_3_2_1B = {
     "rope_type": "llama3",
@@ -29,7 +38,7 @@ LLAMA_3_2_1B = {
 
 def llama_config(head_dim=64, theta=500000.0, scaling=None, max_positions=131072):
     heads = 4
-    return LlamaConfig(
+    return transformers.LlamaConfig(
         hidden_size=head_dim * heads,
         num_attention_heads=heads,
         num_key_value_heads=heads,
@@ -41,9 +50,9 @@ def llama_config(head_dim=64, theta=500000.0, scaling=None, max_positions=131072
 
 def hf_rope(q, k, positions, config):
     """transformers' own path: LlamaRotaryEmbedding, then apply_rotary_pos_emb ([B, H, T, D])."""
-    emb = LlamaRotaryEmbedding(config=config)
+    emb = _llama().LlamaRotaryEmbedding(config=config)
     cos, sin = emb(q, positions[None])
-    return apply_rotary_pos_emb(q, k, cos, sin), emb.inv_freq
+    return _llama().apply_rotary_pos_emb(q, k, cos, sin), emb.inv_freq
 
 
 @pytest.mark.parametrize(
@@ -99,7 +108,7 @@ def test_llama3_frequencies_match_transformers(half, log_theta, factor, low, gap
         "original_max_position_embeddings": original,
     }
     config = llama_config(2 * half, 10**log_theta, scaling)
-    hf, _ = ROPE_INIT_FUNCTIONS["llama3"](config, None)
+    hf, _ = _rope_init("llama3")(config, None)
     ours = sc.llama3_inv_freq(
         rope.rope_inv_freq(2 * half, 10**log_theta), factor, low, low + gap, original
     )
@@ -114,7 +123,7 @@ def test_yarn_matches_transformers():
         {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 4096},
         max_positions=4096,
     )
-    hf, hf_scale = ROPE_INIT_FUNCTIONS["yarn"](config, None)
+    hf, hf_scale = _rope_init("yarn")(config, None)
     ours, scale = sc.yarn_inv_freq(128, 10000.0, 8.0, 4096)
     assert (ours - hf.double()).abs().max() < 1e-6
     assert math.isclose(scale, hf_scale)
