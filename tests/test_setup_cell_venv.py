@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
 from tools import setup_cell
@@ -43,6 +44,7 @@ def _texts(cell):
     return [(o.get("name"), o.get("text") or o.get("data", {}).get("text/plain")) for o in outputs]
 
 
+@pytest.mark.slow
 def test_setup_cell_installs_posenc_and_chapter_1_runs(tmp_path, monkeypatch):
     checkout = _copy_checkout(tmp_path / "checkout")
     env_dir = tmp_path / "fresh"
