@@ -48,43 +48,45 @@ def repository() -> tuple[str, str]:
     return repo["url"].rstrip("/"), repo.get("branch", "main")
 
 
-def template() -> str:
-    """The source of the setup cell."""
-    url, branch = repository()
+def template(url: str | None = None, branch: str | None = None) -> str:
+    """The source of the setup cell (for ``_config.yml``'s repository unless given)."""
+    if url is None or branch is None:
+        url, branch = repository()
     return _TEMPLATE.format(env_var=ENV_VAR, url=url, branch=branch)
 
 
-def make_cell() -> nbformat.NotebookNode:
-    cell = nbformat.v4.new_code_cell(template())
+def make_cell(source: str | None = None) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell(template() if source is None else source)
     cell.metadata["tags"] = list(TAGS)
     cell.id = "setup"
     return cell
 
 
-def is_current(nb: nbformat.NotebookNode) -> bool:
-    """Whether the notebook's first cell is the current setup cell."""
+def is_current(nb: nbformat.NotebookNode, source: str | None = None) -> bool:
+    """Whether the notebook's first cell is the current setup cell (or ``source``)."""
     if not nb.cells:
         return False
     first = nb.cells[0]
     return (
         first.cell_type == "code"
-        and first.source == template()
+        and first.source == (template() if source is None else source)
         and first.metadata.get("tags", []) == TAGS
     )
 
 
-def sync(nb: nbformat.NotebookNode) -> bool:
-    """Make the first cell the current setup cell; return whether anything changed."""
-    if is_current(nb):
+def sync(nb: nbformat.NotebookNode, source: str | None = None) -> bool:
+    """Make the first cell the current setup cell (or one with ``source``); return whether
+    anything changed."""
+    if is_current(nb, source):
         return False
     first = nb.cells[0] if nb.cells else None
     is_setup = (
         first is not None and first.cell_type == "code" and first.source.startswith("# Setup:")
     )
     if is_setup:
-        nb.cells[0] = make_cell()
+        nb.cells[0] = make_cell(source)
     else:
-        nb.cells.insert(0, make_cell())
+        nb.cells.insert(0, make_cell(source))
     return True
 
 
