@@ -7,3 +7,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
+# PyTorch before posenc asks for it: without an NVIDIA GPU the CPU build, not pip's default
+# CUDA build (several GB); a torch already installed is kept. It says which.
+python -m tools.install_torch
