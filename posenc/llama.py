@@ -15,10 +15,13 @@ path with and without them.
 
 :func:`load` picks the source (``"hub"`` or ``"offline"``) and says which one it used in
 :attr:`Llama.source`. ``HF_HUB_OFFLINE=1``, or no token, selects the offline path at once,
-without touching the network.
+without touching the network. With a token, every request to the Hub has a time limit (5 s
+to connect or for the next bytes) and none is retried, so without a network, or with a Hub
+that does not answer or refuses the token, :func:`load` goes offline within seconds.
 
-The token is read from ``HF_TOKEN`` (or Colab's notebook secrets) and handed straight to the
-Hugging Face client; this module never prints, logs, stores or puts it into an error.
+The token is read from ``HF_TOKEN`` (or Colab's notebook secrets) and sent to the Hub alone,
+through the Hugging Face client's HTTP session (never to the storage host the Hub redirects
+file reads to); this module never prints, logs, stores or puts it into an error.
 """
 
 from __future__ import annotations
@@ -90,7 +93,14 @@ _HUB_FILE = "model.safetensors"
 _DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64}
 _MAX_HEADER_BYTES = 100_000_000
 _SOURCES = ("auto", "hub", "offline")
-_LOADED: dict[Path, Any] = {}  # converted tokenizers already loaded in this process
+_LOADED: dict[Path, Any] = {}  # tokenizers already loaded in this process, by folder or file
+_HUB_TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "special_tokens_map.json")
+_HUB_TIMEOUT_S = 5.0
+"""Seconds one request to the Hub may wait to connect, or for its next bytes, before failing.
+
+No request is retried (the Hugging Face client's own downloads retry for a minute or more
+when the network is down), so a reader without a network waits for one such limit at most.
+"""
 
 
 def _offline_requested() -> bool:
@@ -177,6 +187,180 @@ def check_ids(ids: object) -> list[int]:
             )
         out.append(value)
     return out
+
+
+# --- bounded reads from the Hub -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _HubFile:
+    """One file of :data:`MODEL_ID`: where its bytes are read, and its size if known."""
+
+    url: str  # the Hub, or the storage the Hub redirects to
+    size: int | None
+    headers: dict[str, str] = field(repr=False)  # the token goes only to the Hub itself
+    commit: str | None = None
+
+
+def _hub_headers(token: str | None) -> dict[str, str]:
+    """Headers for a request to the Hub: who asks, and the token if one is to be sent.
+
+    Made here, not by ``huggingface_hub.utils.build_hf_headers``: in huggingface_hub 2.x its
+    first call in a process also fetches a registry from the Hub, 3 s more without a network.
+    """
+    from huggingface_hub import __version__
+
+    headers = {"user-agent": f"posenc; huggingface_hub/{__version__}"}
+    if token is not None:
+        headers["authorization"] = f"Bearer {token}"
+    return headers
+
+
+def _hub_request(
+    method: str, url: str, headers: dict[str, str], *, follow: bool, ranged: bool = False
+) -> tuple[Any, bytes]:
+    """One request through the Hub client's HTTP session, not retried: the response, its body.
+
+    The session is httpx's from huggingface_hub 1.0 on, requests' before; both wait at most
+    :data:`_HUB_TIMEOUT_S` to connect and for each read. A body cut short raises the HTTP
+    library's error, or the ``ValueError`` below where it does not notice.
+
+    Raises:
+        HfHubHTTPError: (or requests' ``HTTPError``) for an answer of 400 or more.
+        ValueError: if a range request is answered with anything but 206 (the whole file
+            would follow), or the body is not as long as announced.
+    """
+    from huggingface_hub import get_session
+    from huggingface_hub.utils import hf_raise_for_status
+
+    session = get_session()
+    if hasattr(session, "build_request"):  # httpx
+        request = session.build_request(method, url, headers=headers, timeout=_HUB_TIMEOUT_S)
+        response = session.send(request, stream=True, follow_redirects=follow)
+    else:  # requests
+        response = session.request(
+            method,
+            url,
+            headers=headers,
+            timeout=_HUB_TIMEOUT_S,
+            stream=True,
+            allow_redirects=follow,
+        )
+
+    def read() -> bytes:
+        return response.read() if hasattr(response, "read") else response.content
+
+    try:
+        if response.status_code >= 400:
+            read()  # the client's error message quotes the body
+            hf_raise_for_status(response)
+        if ranged and response.status_code != 206:
+            raise ValueError(
+                f"the Hub answered a range request with HTTP {response.status_code}, not 206"
+            )
+        body = read() if method != "HEAD" else b""
+    finally:
+        response.close()
+    announced = response.headers.get("Content-Length")
+    encoded = response.headers.get("Content-Encoding", "identity") != "identity"
+    if method != "HEAD" and announced is not None and not encoded and len(body) != int(announced):
+        raise ValueError(f"the Hub sent {len(body)} bytes of the {announced} it announced")
+    return response, body
+
+
+def _hub_file(filename: str, token: str, *, revision: str = "main") -> _HubFile:
+    """Ask the Hub about ``filename`` with one HEAD request (and its redirects), not retried.
+
+    Raises whatever the client raises: ``GatedRepoError`` or another ``HfHubHTTPError`` for
+    a refused token, a connection error or a timeout without a network.
+    """
+    from urllib.parse import urljoin, urlsplit
+
+    from huggingface_hub import hf_hub_url
+
+    url = hf_hub_url(MODEL_ID, filename, revision=revision)
+    # identity: the size the Hub gives must be the file's, not a compressed body's
+    asking = {**_hub_headers(token), "Accept-Encoding": "identity"}
+    for _ in range(5):
+        response, _ = _hub_request("HEAD", url, asking, follow=False)
+        location = response.headers.get("Location")
+        if location is None:  # the bytes are here
+            size = response.headers.get("X-Linked-Size") or response.headers.get("Content-Length")
+            headers = _hub_headers(token)
+            break
+        target = urljoin(url, location)
+        if urlsplit(target)[:2] != urlsplit(url)[:2]:
+            # a signed storage URL: this answer describes the file; the token stays on the Hub
+            size = response.headers.get("X-Linked-Size")
+            url, headers = target, _hub_headers(None)
+            break
+        url = target  # a renamed repository, on the Hub itself
+    else:
+        raise ValueError(f"the Hub redirected {filename} more than 5 times")
+    commit = response.headers.get("X-Repo-Commit")
+    if commit is None or size is None:
+        raise ValueError(f"the Hub's answer for {filename} lacks its commit or its size")
+    return _HubFile(url, int(size), headers, commit)
+
+
+def _hub_get(file: _HubFile, start: int = 0, end: int | None = None) -> bytes:
+    """Bytes ``start .. end-1`` of ``file`` (to its end by default) with one GET, not retried."""
+    if end is None:
+        end = file.size
+    headers = dict(file.headers)
+    ranged = not (start == 0 and end == file.size)
+    if ranged:
+        headers["Range"] = f"bytes={start}-{'' if end is None else end - 1}"
+    # the token is not sent on to another host: both HTTP libraries drop it on such redirects
+    _, body = _hub_request("GET", file.url, headers, follow=True, ranged=ranged)
+    if end is not None and len(body) != end - start:
+        raise ValueError(f"the Hub sent {len(body)} bytes of the {end - start} asked for")
+    return body
+
+
+class _HubReader:
+    """A file on the Hub as a seekable binary file: each read is one ranged GET of its bytes."""
+
+    def __init__(self, file: _HubFile):
+        self._file = file
+        self._pos = 0
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self._file.size}[whence]
+        self._pos = base + offset
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, size: int = -1) -> bytes:
+        end = (
+            self._file.size if size is None or size < 0 else min(self._pos + size, self._file.size)
+        )
+        if end <= self._pos:
+            return b""
+        data = _hub_get(self._file, self._pos, end)
+        self._pos = end
+        return data
+
+
+def _hub_failure(err: Exception, token: str) -> str:
+    """Why the Hub could not be read, in one line that never shows the token."""
+    from huggingface_hub import constants
+
+    status = getattr(getattr(err, "response", None), "status_code", None)
+    name = type(err).__name__
+    if status in (401, 403):
+        said = getattr(err, "server_message", None) or str(err).strip().splitlines()[0]
+        reason = f"{name}: HTTP {status}, the Hub refused the token ({said.strip()})"
+    elif "Timeout" in name:
+        reason = f"{name}: {constants.ENDPOINT} did not answer within {_HUB_TIMEOUT_S:g} s"
+    elif name == "ConnectError":
+        reason = f"{name}: cannot connect to {constants.ENDPOINT} ({err})"
+    else:
+        lines = str(err).strip().splitlines()
+        reason = f"{name}: {lines[0] if lines else 'no message'}"
+    return _scrub(reason, token)
 
 
 # --- tokenizer ------------------------------------------------------------------------------
@@ -289,21 +473,50 @@ def offline_tokenizer(*, cache: Path | None = None) -> Any:
 def hub_tokenizer(token: str) -> Any:
     """The Llama 3.2 tokenizer from the Hub (needs a token with access to the gated model).
 
+    One request asks the Hub which commit its ``main`` is; the tokenizer files of that
+    commit (``tokenizer.json``, ``tokenizer_config.json``, ``special_tokens_map.json``) are
+    downloaded once into :func:`cache_dir` and loaded with ``AutoTokenizer``. Each request
+    has a time limit and none is retried.
+
     Args:
-        token: a Hugging Face token; passed to the client, never shown.
+        token: a Hugging Face token; passed to the client, never shown or stored.
 
     Returns:
-        The tokenizer ``AutoTokenizer`` returns for :data:`MODEL_ID`.
+        The tokenizer ``AutoTokenizer`` makes from :data:`MODEL_ID`'s tokenizer files.
 
     Raises:
         TypeError, ValueError: if ``token`` is not a non-empty str (the message does not
             show it).
         Exception: whatever the Hub client raises when the tokenizer cannot be read.
     """
-    from transformers import AutoTokenizer
+    import shutil
+
+    from huggingface_hub import hf_hub_url
 
     _check_token(token)
-    return AutoTokenizer.from_pretrained(MODEL_ID, token=token)
+    probe = _hub_file(_HUB_TOKENIZER_FILES[0], token)  # proves access, and names the commit
+    folder = cache_dir() / "llama-3.2-1b-tokenizer" / probe.commit
+    if folder not in _LOADED:
+        if not all((folder / name).is_file() for name in _HUB_TOKENIZER_FILES):
+            shutil.rmtree(folder, ignore_errors=True)  # left incomplete by hand
+            partial = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
+            partial.mkdir(parents=True, exist_ok=True)
+            try:
+                headers = _hub_headers(token)
+                for name in _HUB_TOKENIZER_FILES:
+                    url = hf_hub_url(MODEL_ID, name, revision=probe.commit)
+                    (partial / name).write_bytes(_hub_get(_HubFile(url, None, headers)))
+                try:
+                    os.replace(partial, folder)
+                except OSError:  # another process put the same files there first
+                    if not (folder / _HUB_TOKENIZER_FILES[-1]).is_file():
+                        raise
+            finally:
+                shutil.rmtree(partial, ignore_errors=True)
+        from transformers import AutoTokenizer
+
+        _LOADED[folder] = AutoTokenizer.from_pretrained(str(folder))
+    return _LOADED[folder]
 
 
 # --- embeddings -----------------------------------------------------------------------------
@@ -446,8 +659,9 @@ def hub_embeddings(
     """Real Llama 3.2 1B embedding rows, read from the Hub a row at a time and cached.
 
     Only rows not already in the cache are fetched, with ranged reads of
-    ``model.safetensors`` (the header, then 4 KB per row). Cached rows are the raw bfloat16
-    bytes, one file per token id.
+    ``model.safetensors`` (one request for its metadata, two for the header, then one of
+    4 KB per row); each request has a time limit and none is retried. Cached rows are the raw
+    bfloat16 bytes, one file per token id.
 
     Args:
         ids: token ids, each in ``0 .. V-1``.
@@ -473,10 +687,9 @@ def hub_embeddings(
             rows[token_id] = torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.bfloat16)
     missing = sorted(set(ids) - rows.keys())
     if missing:
-        from huggingface_hub import HfFileSystem
-
-        with open_for_row_reads(HfFileSystem(token=token), f"{MODEL_ID}/{_HUB_FILE}") as f:
-            fetched = read_safetensors_rows(f, EMBEDDING_TENSOR, missing)
+        fetched = read_safetensors_rows(
+            _HubReader(_hub_file(_HUB_FILE, token)), EMBEDDING_TENSOR, missing
+        )
         if fetched.dtype != torch.bfloat16 or fetched.shape[1] != EMBED_DIM:
             raise ValueError(
                 f"expected bfloat16 rows of width {EMBED_DIM}, got {fetched.dtype} {tuple(fetched.shape)}"
@@ -544,7 +757,8 @@ def load(source: str = "auto") -> Llama:
     ``"auto"`` uses the Hub when a token is available (``HF_TOKEN`` or Colab's secret) and
     ``HF_HUB_OFFLINE`` is not set, and falls back to the offline path, with a warning, if the
     Hub cannot be read (no network, or no access to the gated model). Without a token, or
-    with ``HF_HUB_OFFLINE=1``, it goes offline at once.
+    with ``HF_HUB_OFFLINE=1``, it goes offline at once. Every request to the Hub has a time
+    limit of 5 s and none is retried: a Hub that cannot be reached costs one such wait.
 
     Args:
         source: ``"auto"``, ``"hub"`` (fail instead of falling back) or ``"offline"``.
@@ -574,10 +788,11 @@ def load(source: str = "auto") -> Llama:
             )
         return Llama("offline", offline_tokenizer())
     try:
+        # the weights first: a few KB prove access to them before the tokenizer's 9 MB
+        hub_embeddings([BOS_ID], token)  # the row is cached
         tokenizer = hub_tokenizer(token)
-        hub_embeddings([BOS_ID], token)  # proves access to the weights; the row is cached
     except Exception as err:
-        reason = _scrub(f"{type(err).__name__}: {err}", token)
+        reason = _hub_failure(err, token)
         if source == "hub":
             raise RuntimeError(f"cannot read {MODEL_ID} from the Hub: {reason}") from None
         warnings.warn(f"using the offline path; the Hub could not be read ({reason})", stacklevel=2)

@@ -2,7 +2,6 @@
 
 import hashlib
 import http.server
-import json
 import re
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import warnings
 
 import pytest
 import torch
+from local_hub import TOKEN, table_row
 from safetensors import safe_open
 from safetensors.torch import save_file
 
@@ -276,57 +276,25 @@ def test_read_rows_rejects_bad_requests(safetensors_file, name, rows, match):
         llama.read_safetensors_rows(f, name, rows)
 
 
-class LocalFS:
-    """Stands in for HfFileSystem: maps the Hub path to a local file, counts opens."""
-
-    opened = 0
-
-    def __init__(self, path, token=None):
-        self.path = path
-
-    def open(self, name, mode, **kwargs):
-        assert name == f"{llama.MODEL_ID}/model.safetensors"
-        LocalFS.opened += 1
-        return open(self.path, mode)
-
-
-def test_hub_embeddings_read_once_then_from_cache(tmp_path, monkeypatch):
-    import huggingface_hub
-
-    # a file with the real table's header: [128256, 2048] bf16, mostly a sparse hole
-    header = {
-        llama.EMBEDDING_TENSOR: {
-            "dtype": "BF16",
-            "shape": [llama.VOCAB_SIZE, 2048],
-            "data_offsets": [0, llama.VOCAB_SIZE * 4096],
-        }
-    }
-    blob = json.dumps(header).encode()
-    blob += b" " * (-len(blob) % 8)
-    path = tmp_path / "model.safetensors"
-    rows = {
-        5679: torch.full((2048,), 0.5, dtype=torch.bfloat16),
-        128255: torch.arange(2048).to(torch.bfloat16),
-    }
-    with open(path, "wb") as f:
-        f.write(len(blob).to_bytes(8, "little") + blob)
-        f.truncate(8 + len(blob) + llama.VOCAB_SIZE * 4096)
-        for i, row in rows.items():
-            f.seek(8 + len(blob) + i * 4096)
-            f.write(row.view(torch.uint8).numpy().tobytes())
-    monkeypatch.setattr(huggingface_hub, "HfFileSystem", lambda token=None: LocalFS(path, token))
-    LocalFS.opened = 0
+def test_hub_embeddings_read_once_then_from_cache(hub_env, tmp_path):
+    # the local Hub of tests/local_hub.py: model.safetensors has the real table's header
+    ids = [5679, 128255, 5679]
     cache = tmp_path / "cache"
-    got = llama.hub_embeddings([5679, 128255, 5679], "hf_fake", cache=cache)
+    got = llama.hub_embeddings(ids, TOKEN, cache=cache)
     assert got.dtype == torch.float32 and got.shape == (3, 2048)
-    assert torch.equal(got[0], rows[5679].float()) and torch.equal(got[1], rows[128255].float())
-    assert torch.equal(got[2], got[0])
-    assert LocalFS.opened == 1
-    again = llama.hub_embeddings([128255, 5679], "hf_fake", cache=cache)
-    assert LocalFS.opened == 1, "cached rows were fetched again"
+    assert torch.equal(got[2], got[0]) and not torch.equal(got[0], got[1])
+    for row, token_id in zip(got, ids, strict=True):
+        expected = torch.frombuffer(bytearray(table_row(token_id)), dtype=torch.bfloat16)
+        assert torch.equal(row, expected.float())
+    # one metadata request, two for the header, one per distinct row
+    table = [r.method for r in hub_env.requests if r.path.endswith("/model.safetensors")]
+    assert table == ["HEAD", "GET", "GET", "GET", "GET"]
+    hub_env.reset()
+    again = llama.hub_embeddings([128255, 5679], TOKEN, cache=cache)
+    assert not hub_env.bytes_for("model.safetensors"), "cached rows were fetched again"
     assert torch.equal(again, got[[1, 0]])
-    cached = b"".join(p.read_bytes() for p in sorted((cache).rglob("*")) if p.is_file())
-    assert b"hf_fake" not in cached
+    cached = b"".join(p.read_bytes() for p in sorted(cache.rglob("*")) if p.is_file())
+    assert TOKEN.encode() not in cached and len(cached) == 2 * 4096
 
 
 def test_demonstration_is_the_same_with_either_source(offline):
