@@ -709,6 +709,13 @@ base(
     sin=lambda: posenc.fast.tables.rope_tables([3], 4, base=100.0, dtype=F64)[1],
 )
 base("tables.rope_tables", positions=lambda: [0, 1], dim=lambda: 4)
+base("triton.rope_triton", x=lambda: _randn(4, 8))
+base(
+    "triton.rope_qk_triton",
+    q=lambda: _randn(1, 4, 6, 8),
+    k=lambda: _randn(1, 2, 6, 8),
+    positions=lambda: None,
+)
 for _name in (
     "rope_blocked",
     "rope_cached",
@@ -896,6 +903,7 @@ NO_BASELINE = {
     "llama.hub_tokenizer": "needs the Hugging Face Hub and a token",
     "llama.hub_embeddings": "needs the Hugging Face Hub and a token",
     "triton.rope_triton": "needs a CUDA GPU with Triton",
+    "triton.rope_qk_triton": "needs a CUDA GPU with Triton",
     "kernels.rope_compiled": "torch.compile takes tens of seconds on first use",
     "smol.load": "loads a 135M-parameter model (seconds); tests/test_smol.py loads it",
     **(

@@ -406,29 +406,8 @@ def test_compiled_matches_reference(dtype):
 @pytest.mark.skipif(importlib.util.find_spec("triton") is not None, reason="Triton is installed")
 def test_triton_kernel_says_why_it_cannot_run():
     assert tr.triton_available() is False and tr.triton_available("cpu") is False
-    with pytest.raises(RuntimeError, match="needs Triton and a CUDA tensor"):
+    with pytest.raises(RuntimeError, match="cannot run on cpu"):
         tr.rope_triton(torch.randn(2, 4))
-
-
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("maker", list(MAKERS))
-def test_triton_kernel_under_the_interpreter(layout, maker, monkeypatch):
-    pytest.importorskip(
-        "triton", reason="Triton is not installed (its CPU interpreter checks the kernel)"
-    )
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    tr._triton_kernel.cache_clear()
-    try:
-        x = MAKERS[maker]((2, 3, 5, 16), torch.float32)
-        positions = torch.arange(5) * 1000 - 7
-        want = fr.rope_elementwise(x, positions, layout=layout)
-        got = tr.rope_triton(x, positions, layout=layout)
-        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
-        y = x.clone()
-        assert tr.rope_triton(y, positions, layout=layout, inplace=True) is y
-        torch.testing.assert_close(y, want, rtol=1e-6, atol=1e-6)
-    finally:
-        tr._triton_kernel.cache_clear()
 
 
 def test_registry_names_every_out_of_place_form():

@@ -64,7 +64,7 @@ from posenc._validate import (
 )
 from posenc.fast import cpu_kernel
 from posenc.fast.tables import _angle_tables, _Args, _as_3d, _Tables, _tables
-from posenc.fast.triton import TRITON_DTYPES, _triton_rotate, rope_triton, triton_available
+from posenc.fast.triton import TRITON_DTYPES, rope_qk_triton, rope_triton, triton_available
 from posenc.rope import (
     LAYOUTS,
     _join,
@@ -601,20 +601,24 @@ def apply_rope(
     base: float = 10000.0,
     inv_freq: torch.Tensor | None = None,
     layout: str = "interleaved",
+    offset: int = 0,
 ) -> torch.Tensor:
     """:func:`posenc.rope.apply_rope`, by the fastest correct path for x's device and dtype.
 
     Same arguments, result and rounding as the reference; ``cos``/``sin`` tables are cached
     between calls. On a CPU: the C loop (:mod:`posenc.fast.cpu_kernel`) for float32 and
     float64 when a C compiler is available, else one complex multiplication (interleaved)
-    or cache-sized blocks of tensor operations (:func:`rope_blocked`); on CUDA the Triton
-    kernel when Triton is installed. Inputs of up to 32,768 elements, and the C loop, give
-    exactly the reference's arithmetic; the other paths may differ from it by one unit in
-    the last place.
+    or cache-sized blocks of tensor operations (:func:`rope_blocked`). On CUDA, when Triton
+    is installed, the kernel of :mod:`posenc.fast.triton`: any strides in one launch, angles
+    made in the kernel (no table, nothing read back from the GPU), differentiable. Inputs of
+    up to 32,768 elements, and the C loop, give exactly the reference's arithmetic; the other
+    paths may differ from it by one unit in the last place (the Triton kernel's ``cos`` and
+    ``sin`` are the float32 values nearest the true ones, torch's may be one unit off).
 
     Args:
         x: head vectors ``[..., T, D]`` (D even), any floating dtype.
         positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`.
+        offset: added to every position (a KV cache's length): ``positions + offset``.
 
     Returns:
         The rotated vectors, as :func:`posenc.rope.apply_rope` returns them.
@@ -628,7 +632,9 @@ def apply_rope(
         >>> torch.equal(apply_rope(x, layout="half"), rope.apply_rope(x, layout="half"))
         True
     """
-    return _fastest(_Args(x, positions, base, inv_freq, layout))
+    if _use_triton(x, positions):
+        return rope_triton(x, positions, base=base, inv_freq=inv_freq, layout=layout, offset=offset)
+    return _fastest(_Args(x, positions, base, inv_freq, layout, offset))
 
 
 def apply_rope_(
@@ -638,6 +644,7 @@ def apply_rope_(
     base: float = 10000.0,
     inv_freq: torch.Tensor | None = None,
     layout: str = "interleaved",
+    offset: int = 0,
 ) -> torch.Tensor:
     """RoPE written into ``x`` itself; returns ``x``.
 
@@ -649,6 +656,7 @@ def apply_rope_(
         x: head vectors ``[..., T, D]``, overwritten.
         positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`;
             positions must not broadcast ``x`` to a larger shape.
+        offset: added to every position (a KV cache's length): ``positions + offset``.
 
     Returns:
         ``x``, rotated.
@@ -663,8 +671,11 @@ def apply_rope_(
         >>> apply_rope_(x, [4, 5, 6]) is x, torch.equal(x, expected)
         (True, True)
     """
-    args = _Args(x, positions, base, inv_freq, layout)
-    _inplace(args)
+    if _use_triton(x, positions):
+        return rope_triton(
+            x, positions, base=base, inv_freq=inv_freq, layout=layout, inplace=True, offset=offset
+        )
+    _inplace(_Args(x, positions, base, inv_freq, layout, offset))
     return x
 
 
@@ -680,8 +691,6 @@ def _inplace(args: _Args, tables: _Tables | None = None) -> None:
         x.copy_(_complex(x, tables.rot, args.layout))
     elif x.numel() <= _SMALL or x.device.type not in ("cpu", "cuda"):
         x.copy_(_elementwise(x, tables.cos, tables.sin, args.layout))
-    elif _use_triton(x):
-        _triton_rotate(x, x, tables, args.layout)
     else:
         _rotate_best(x, x, tables, args.layout)
 
@@ -700,13 +709,23 @@ def _rotate_best(src, dst, tables: _Tables, layout: str) -> None:
         _rotate_into(src, dst, tables, layout, _budget_for(src))
 
 
-def _use_triton(x) -> bool:
-    return (
-        x.device.type == "cuda"
+def _use_triton(x, positions) -> bool:
+    """Whether the Triton kernel serves this call: CUDA, a dtype it takes, and positions that
+    do not broadcast ``x`` to a larger shape (checked on shapes only, nothing read from the GPU)."""
+    if not (
+        isinstance(x, torch.Tensor)
+        and x.device.type == "cuda"
         and x.dtype in TRITON_DTYPES
+        and x.dim() >= 2
         and triton_available()
-        and not _needs_grad(x)
-    )
+    ):
+        return False
+    if isinstance(positions, torch.Tensor) and positions.dim() > 1:
+        try:
+            return torch.broadcast_shapes(positions.shape, x.shape[:-1]) == x.shape[:-1]
+        except RuntimeError:
+            return False  # the reference's validation reports it
+    return True
 
 
 def _fastest(args: _Args, tables: _Tables | None = None) -> torch.Tensor:
@@ -718,10 +737,7 @@ def _fastest(args: _Args, tables: _Tables | None = None) -> torch.Tensor:
     if x.numel() <= _SMALL or x.device.type not in ("cpu", "cuda"):
         return _elementwise(x, tables.cos, tables.sin, args.layout)
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    if _use_triton(x):
-        _triton_rotate(x, out, tables, args.layout)
-    else:
-        _rotate_best(x, out, tables, args.layout)
+    _rotate_best(x, out, tables, args.layout)
     return out
 
 
@@ -734,14 +750,20 @@ def rope_qk(
     inv_freq: torch.Tensor | None = None,
     layout: str = "interleaved",
     inplace: bool = False,
+    offset: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Queries and keys in one call, with one table for both (looked up or computed once).
+
+    On CUDA with Triton, ``q [B, H, T, D]`` and ``k [B, H_kv, T, D]`` at positions ``[T]``
+    (or ``[B, 1, T]``) go through one launch of :func:`~posenc.fast.triton.rope_qk_triton`,
+    each position's angles made once for every head of both.
 
     Args:
         q: queries ``[..., H, T, D]``.
         k: keys ``[..., H_kv, T, D]`` (other leading dims allowed, same ``T`` and ``D``).
         positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`.
         inplace: rotate ``q`` and ``k`` where they are (as :func:`apply_rope_`).
+        offset: added to every position (a KV cache's length): ``positions + offset``.
 
     Returns:
         ``(q_rotated, k_rotated)``; with ``inplace`` these are ``q`` and ``k``.
@@ -759,8 +781,13 @@ def rope_qk(
     check_bool("inplace", inplace)
     check_tensor("q", q, min_dim=2)
     check_tensor("k", k, min_dim=2)
-    qa = _Args(q, positions, base, inv_freq, layout)
-    ka = _Args(k, positions, base, inv_freq, layout)
+    fused = _fused_positions(q, k, positions)
+    if fused is not False:
+        return rope_qk_triton(
+            q, k, fused, base=base, inv_freq=inv_freq, layout=layout, inplace=inplace, offset=offset
+        )
+    qa = _Args(q, positions, base, inv_freq, layout, offset)
+    ka = _Args(k, positions, base, inv_freq, layout, offset)
     if k.shape[-2:] != q.shape[-2:]:
         raise ValueError(
             f"k must have q's last two dims [T, D] = {list(q.shape[-2:])}, got {list(k.shape[-2:])}"
@@ -776,6 +803,24 @@ def rope_qk(
         _inplace(ka, tables)
         return q, k
     return _fastest(qa, tables), _fastest(ka, tables)
+
+
+def _fused_positions(q, k, positions):
+    """Positions as :func:`rope_qk_triton` takes them (None, ``[T]`` or ``[B, T]``) when one
+    launch can rotate ``q`` and ``k``; False otherwise (shapes only, nothing read)."""
+    if not (_use_triton(q, positions) and _use_triton(k, positions)):
+        return False
+    if q.dim() != 4 or k.dim() != 4 or q.dtype != k.dtype or q.device != k.device:
+        return False
+    if q.shape[0] != k.shape[0] or q.shape[2:] != k.shape[2:]:
+        return False
+    if not isinstance(positions, torch.Tensor) or positions.dim() <= 1:
+        return positions
+    if positions.dim() == 3 and positions.shape[1] == 1 and positions.shape[0] in (1, q.shape[0]):
+        return positions[:, 0]
+    if positions.dim() == 2 and positions.shape[0] == 1:
+        return positions
+    return False
 
 
 # --- torch.compile --------------------------------------------------------------------------

@@ -37,8 +37,12 @@ class _Args:
 
     __slots__ = ("_base", "_inv_freq", "dtype", "key", "layout", "out_shape", "p", "x")
 
-    def __init__(self, x, positions, base, inv_freq, layout):
+    def __init__(self, x, positions, base, inv_freq, layout, offset=0):
         x, p = _check_rope_input(x, positions)
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise TypeError(f"offset must be an int, got {type(offset).__name__}: {offset!r}")
+        if offset:
+            p = p + offset
         self.layout = check_layout(layout)
         dim = x.shape[-1]
         if inv_freq is None:
@@ -58,7 +62,7 @@ class _Args:
         else:
             self.out_shape = torch.Size((*torch.broadcast_shapes(p.shape, x.shape[:-1]), dim))
         if positions is None:
-            pos_key = ("arange", x.shape[-2])
+            pos_key = ("arange", x.shape[-2], offset)
         elif p.device.type == "cpu" and p.numel() <= _CACHE_MAX_POSITIONS:
             pos_key = ("positions", tuple(p.shape), p.numpy().tobytes())
         else:

@@ -1,11 +1,35 @@
-"""RoPE as one Triton kernel: ``x`` read once and written once, on CUDA.
+"""RoPE as one Triton kernel, built for what a model passes it.
 
-Each program loads a block of rows and their table rows, rotates them in the angle dtype
-with the reference's arithmetic (no fused multiply-add) and stores the result. On a CPU the
-kernel runs only under Triton's interpreter (``TRITON_INTERPRET=1``), which is how the tests
-check it without a GPU.
+A model rotates the queries and keys of every layer, ``q [B, H, T, D]`` and
+``k [B, H_kv, T, D]``, usually as views of its projection ``[B, T, H, D]`` (not contiguous
+in ``[B, H, T, D]`` order), at positions it keeps on the GPU (``[T]``, ``[B, T]`` or an
+offset into a KV cache). The kernel takes all of that as it is:
 
-Shapes: ``T`` positions, ``D`` features, ``D/2`` pairs.
+- **one launch for q and k**: a program per (batch, position) computes that position's
+  angles once and rotates every head of both tensors with them;
+- **any strides**: each tensor is addressed through its own four strides, so the model's
+  transposed view is read where it lies, with no copy;
+- **both layouts alike**: a head's features are loaded as one contiguous row; the
+  interleaved pairs ``(x[2i], x[2i+1])`` are split in registers, the half-split pairs
+  ``(x[i], x[i + D/2])`` read as two contiguous halves;
+- **no host work that reads the device**: the angles are made in the kernel from the
+  positions and ``inv_freq`` (no table to look up or rebuild, no device-to-host copy), so
+  a call can be captured in a CUDA graph;
+- **training**: the backward is the same kernel turning the other way, and the op is
+  registered with ``torch.library`` (autograd, ``torch.compile`` with ``fullgraph=True``).
+
+The arithmetic is the reference's: the angle ``p * theta_i`` rounded to float32 (float64
+for float64 inputs); its cosine and sine evaluated in float64 and rounded once to float32,
+the nearest float32 values there are; the rotation in float32 with each product rounded,
+then the sum (no fused multiply-add); one rounding to the output dtype. Against the same
+rotation in float64 the result is within half a unit in the last place of a bfloat16 or
+float16 output, plus float32's own far smaller error.
+
+On a CPU the kernel runs only under Triton's interpreter (``TRITON_INTERPRET=1``), which is
+how the tests check it without a GPU; elsewhere the registered op computes the same
+arithmetic with torch.
+
+Shapes: ``B`` batch, ``H`` heads, ``T`` positions, ``D`` features, ``D/2`` pairs.
 """
 
 from __future__ import annotations
@@ -13,15 +37,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
-import math
 import os
 
 import torch
 
-from posenc._validate import check_bool
-from posenc.fast.tables import _Args, _as_3d, _Tables, _tables
+from posenc._validate import check_bool, check_layout, check_positive_float, check_tensor
+from posenc.rope import _check_inv_freq, _rotate, rope_inv_freq
 
-__all__ = ["TRITON_DTYPES", "rope_triton", "triton_available"]
+__all__ = ["TRITON_DTYPES", "rope_qk_triton", "rope_triton", "triton_available"]
 
 
 TRITON_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -36,9 +59,10 @@ def _interpreting() -> bool:
 def triton_available(device: str = "cuda") -> bool:
     """Whether the Triton kernel can run on ``device``.
 
-    On ``"cuda"``: Triton is installed and torch sees a GPU. On ``"cpu"``: Triton is
-    installed and its interpreter is switched on (``TRITON_INTERPRET=1``), which runs the
-    kernel in numpy, slowly, to check it.
+    On ``"cuda"``: Triton is installed, torch sees a GPU, and torch registers custom ops
+    (``torch.library.custom_op``, torch 2.4 or later). On ``"cpu"``: Triton is installed
+    and its interpreter is switched on (``TRITON_INTERPRET=1``), which runs the kernel in
+    numpy, slowly, to check it.
 
     Args:
         device: ``"cuda"`` or ``"cpu"``.
@@ -56,107 +80,313 @@ def triton_available(device: str = "cuda") -> bool:
     """
     if device not in ("cuda", "cpu"):
         raise ValueError(f"device must be 'cuda' or 'cpu', got {device!r}")
-    if importlib.util.find_spec("triton") is None:
+    if _OPS is None or not _INSTALLED:
         return False
     if device == "cuda":
         return torch.cuda.is_available()
     return _interpreting()
 
 
+_INSTALLED = importlib.util.find_spec("triton") is not None
+
+
+def _runs_here(device: torch.device) -> bool:
+    """Whether the kernel (not the torch stand-in) serves a tensor on ``device``."""
+    if device.type == "cuda":
+        return _INSTALLED
+    return device.type == "cpu" and _interpreting() and _INSTALLED
+
+
+# --- the kernel -------------------------------------------------------------------------------
+
+
 @functools.lru_cache(maxsize=2)
-def _triton_kernel(interpret: bool):
-    """Build the kernel (``interpret`` keys the cache: Triton reads the switch at decoration)."""
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def rope_kernel(
-        src,
-        dst,
-        cos,
-        sin,
-        n_rows,
-        length,
-        half,
-        s_l,
-        s_t,
-        s_d,
-        d_l,
-        d_t,
-        d_d,
-        c_l,
-        c_t,
-        INTERLEAVED: tl.constexpr,
-        BLOCK_ROWS: tl.constexpr,
-        BLOCK_HALF: tl.constexpr,
-    ):
-        # one program: BLOCK_ROWS rows (a row is one vector of D features) x all pairs
-        rows = tl.program_id(0).to(tl.int64) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
-        pairs = tl.arange(0, BLOCK_HALF)
-        mask = (rows < n_rows)[:, None] & (pairs < half)[None, :]
-        lead = rows // length
-        pos = rows % length
-        if INTERLEAVED:
-            f1 = 2 * pairs
-            f2 = f1 + 1
-        else:
-            f1 = pairs
-            f2 = pairs + half
-        src_row = (lead * s_l + pos * s_t)[:, None]
-        dst_row = (lead * d_l + pos * d_t)[:, None]
-        tab = (lead * c_l + pos * c_t)[:, None] + pairs[None, :]
-        c = tl.load(cos + tab, mask=mask, other=1.0)
-        s = tl.load(sin + tab, mask=mask, other=0.0)
-        x1 = tl.load(src + src_row + f1[None, :] * s_d, mask=mask, other=0.0).to(c.dtype)
-        x2 = tl.load(src + src_row + f2[None, :] * s_d, mask=mask, other=0.0).to(c.dtype)
-        o1 = x1 * c - x2 * s
-        o2 = x1 * s + x2 * c
-        tl.store(dst + dst_row + f1[None, :] * d_d, o1.to(dst.dtype.element_ty), mask=mask)
-        tl.store(dst + dst_row + f2[None, :] * d_d, o2.to(dst.dtype.element_ty), mask=mask)
-
-    return rope_kernel
+def _kernel(interpret: bool):
+    """The kernel, built for the GPU or for Triton's interpreter (``interpret`` keys the cache:
+    Triton reads the switch when it decorates, so each mode loads its own copy of the file)."""
+    path = os.path.join(os.path.dirname(__file__), "_rope_kernel.py")
+    name = f"posenc.fast._rope_kernel_{'interpreted' if interpret else 'compiled'}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.rope_kernel
 
 
-def _triton_rotate(src, dst, tables: _Tables, layout: str) -> None:
-    """One Triton launch per ``[L, T, D]`` view: read ``src`` once, write ``dst`` once."""
-    half = src.shape[-1] // 2
-    lead = src.shape[:-1]
-    cos = tables.cos.expand((*lead, half))
-    sin = tables.sin.expand((*lead, half))
-    if src.dim() == 2:
-        src, dst, cos, sin = (t.unsqueeze(0) for t in (src, dst, cos, sin))
-    views = _as_3d(src, dst, cos, sin)
-    if views is None or views[2].stride() != views[3].stride() or views[2].stride(-1) != 1:
-        for i in range(src.shape[0]):
-            _triton_rotate(src[i], dst[i], _Tables(cos[i], sin[i]), layout)
-        return
-    s3, d3, c3, n3 = views
-    n_rows = s3.shape[0] * s3.shape[1]
-    block_half = 1 << max(0, (half - 1).bit_length())
-    block_rows = max(1, min(128, 4096 // block_half))
-    kernel = _triton_kernel(_interpreting())
-    grid = (math.ceil(n_rows / block_rows),)
-    with _device_guard(src):
-        kernel[grid](
-            s3,
-            d3,
-            c3,
-            n3,
-            n_rows,
-            s3.shape[1],
+_TILE = 4096
+"""Elements per tile of heads: 32 heads of 128 features in one load, as a model's q has."""
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _launch(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse) -> None:
+    """Rotate ``q [B, H, T, D]`` into ``q_out`` (and ``k`` into ``k_out``) in one launch.
+
+    ``pos`` is None or integers ``[B or 1, T]``; ``inv_freq`` ``[D/2]`` in the angle dtype,
+    on q's device; ``k`` may be None.
+    """
+    n_b, n_q, length, dim = q.shape
+    half = dim // 2
+    block_half = _pow2(half)
+    heads_per_tile = max(1, _TILE // (2 * block_half))
+    if k is None:
+        k = k_out = q.narrow(1, 0, 0)  # no heads: the k loop never runs
+    n_k = k.shape[1]
+    p_strides = (0, 0) if pos is None else (pos.stride(0) if pos.shape[0] > 1 else 0, pos.stride(1))
+    interpret = q.device.type == "cpu"
+    guard = torch.cuda.device(q.device) if q.device.type == "cuda" else contextlib.nullcontext()
+    with guard:
+        _kernel(interpret)[(n_b * length,)](
+            q,
+            q_out,
+            k,
+            k_out,
+            q if pos is None else pos,
+            inv_freq,
+            length,
             half,
-            *s3.stride(),
-            *d3.stride(),
-            *c3.stride()[:2],
-            INTERLEAVED=layout == "interleaved",
-            BLOCK_ROWS=block_rows,
+            offset,
+            n_q,
+            n_k,
+            *q.stride(),
+            *q_out.stride(),
+            *k.stride(),
+            *k_out.stride(),
+            *p_strides,
+            HAS_POS=pos is not None,
+            INTERLEAVED=interleaved,
+            INVERSE=inverse,
+            F64=inv_freq.dtype == torch.float64,
+            LIBDEVICE=not interpret,
+            BY_HAND=interpret,
+            BLOCK_HQ=min(_pow2(n_q), heads_per_tile),
+            BLOCK_HK=min(_pow2(max(n_k, 1)), heads_per_tile),
             BLOCK_HALF=block_half,
+            num_warps=4 if min(_pow2(n_q), heads_per_tile) * 2 * block_half <= 2048 else 8,
             enable_fp_fusion=False,  # round each product, then the sum, as the reference
         )
 
 
-def _device_guard(t):
-    return torch.cuda.device(t.device) if t.device.type == "cuda" else contextlib.nullcontext()
+def _stand_in(x, pos, offset, inv_freq, interleaved, inverse) -> torch.Tensor:
+    """The kernel's arithmetic in torch, for devices the kernel does not run on."""
+    t = torch.arange(x.shape[-2], device=x.device) if pos is None else pos[:, None, :]
+    angles = (t + offset).to(inv_freq.dtype)[..., None] * inv_freq  # [(B, 1,) T, D/2]
+    work = angles.to(torch.float64)
+    cos, sin = work.cos().to(inv_freq.dtype), work.sin().to(inv_freq.dtype)
+    layout = "interleaved" if interleaved else "half"
+    return _rotate(x.to(inv_freq.dtype), cos, -sin if inverse else sin, layout).to(x.dtype)
+
+
+# --- the four operations ---------------------------------------------------------------------
+# Out of place (differentiable: the backward is the inverse rotation) and in place, for one
+# tensor and for q and k together. Tensors are [B, H, T, D] views, positions None or
+# [B or 1, T] on x's device, inv_freq [D/2] in the angle dtype.
+
+
+def _rope(x, positions, offset, inv_freq, interleaved, inverse):
+    if not _runs_here(x.device):
+        return _stand_in(x, positions, offset, inv_freq, interleaved, inverse)
+    out = torch.empty_like(x)
+    _launch(x, out, None, None, positions, offset, inv_freq, interleaved, inverse)
+    return out
+
+
+def _rope_qk(q, k, positions, offset, inv_freq, interleaved, inverse):
+    if not _runs_here(q.device):
+        args = (positions, offset, inv_freq, interleaved, inverse)
+        return _stand_in(q, *args), _stand_in(k, *args)
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    _launch(q, q_out, k, k_out, positions, offset, inv_freq, interleaved, inverse)
+    return q_out, k_out
+
+
+def _rope_(x, positions, offset, inv_freq, interleaved, inverse):
+    if not _runs_here(x.device):
+        x.copy_(_stand_in(x, positions, offset, inv_freq, interleaved, inverse))
+        return
+    _launch(x, x, None, None, positions, offset, inv_freq, interleaved, inverse)
+
+
+def _rope_qk_(q, k, positions, offset, inv_freq, interleaved, inverse):
+    if not _runs_here(q.device):
+        args = (positions, offset, inv_freq, interleaved, inverse)
+        q.copy_(_stand_in(q, *args))
+        k.copy_(_stand_in(k, *args))
+        return
+    _launch(q, q, k, k, positions, offset, inv_freq, interleaved, inverse)
+
+
+def _register():
+    """The four operations as ``torch.ops.posenc.*`` (torch 2.4 or later; else None):
+    opaque to ``torch.compile``, which sees their shapes through the fake functions, and
+    differentiable through autograd."""
+    if not hasattr(torch.library, "custom_op"):
+        return None
+    args = "Tensor? positions, int offset, Tensor inv_freq, bool interleaved, bool inverse"
+    schemas = {
+        "rope": ((), f"(Tensor x, {args}) -> Tensor"),
+        "rope_qk": ((), f"(Tensor q, Tensor k, {args}) -> (Tensor, Tensor)"),
+        "rope_": (("x",), f"(Tensor(a!) x, {args}) -> ()"),
+        "rope_qk_": (("q", "k"), f"(Tensor(a!) q, Tensor(b!) k, {args}) -> ()"),
+    }
+    impls = {"rope": _rope, "rope_qk": _rope_qk, "rope_": _rope_, "rope_qk_": _rope_qk_}
+    ops = {
+        name: torch.library.custom_op(f"posenc::{name}", impls[name], mutates_args=m, schema=s)
+        for name, (m, s) in schemas.items()
+    }
+    ops["rope"].register_fake(lambda x, *_: torch.empty_like(x))
+    ops["rope_qk"].register_fake(lambda q, k, *_: (torch.empty_like(q), torch.empty_like(k)))
+    ops["rope_"].register_fake(lambda *_: None)
+    ops["rope_qk_"].register_fake(lambda *_: None)
+
+    def keep(ctx, inputs, output):
+        ctx.args = inputs[-5:]  # positions, offset, inv_freq, interleaved, inverse
+
+    def rope_backward(ctx, grad):
+        positions, offset, inv_freq, interleaved, inverse = ctx.args
+        return ops["rope"](grad, positions, offset, inv_freq, interleaved, not inverse), *[None] * 5
+
+    def rope_qk_backward(ctx, grad_q, grad_k):
+        positions, offset, inv_freq, interleaved, inverse = ctx.args
+        grads = ops["rope_qk"](
+            grad_q, grad_k, positions, offset, inv_freq, interleaved, not inverse
+        )
+        return *grads, *[None] * 5
+
+    ops["rope"].register_autograd(rope_backward, setup_context=keep)
+    ops["rope_qk"].register_autograd(rope_qk_backward, setup_context=keep)
+    return ops
+
+
+_OPS = _register()
+
+
+def _call(name, *tensors_and_args, grad=False):
+    """Run an operation: through ``torch.ops.posenc`` when autograd or ``torch.compile`` must
+    see it, else its Python function directly (the dispatcher costs microseconds a call,
+    which is what a decoding step is made of)."""
+    if grad or torch.compiler.is_compiling():
+        return _OPS[name](*tensors_and_args)
+    return {"rope": _rope, "rope_qk": _rope_qk, "rope_": _rope_, "rope_qk_": _rope_qk_}[name](
+        *tensors_and_args
+    )
+
+
+# --- the public functions -----------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=64)
+def _default_inv_freq(dim: int, base: float, dtype: torch.dtype, device: torch.device):
+    """``rope_inv_freq(dim, base)`` in the angle dtype on ``device``, made once per key."""
+    return rope_inv_freq(dim, base).to(device=device, dtype=dtype)
+
+
+def _bhtd(x: torch.Tensor) -> torch.Tensor | None:
+    """``x [..., T, D]`` as a ``[B, H, T, D]`` view (no copy), or None if its strides forbid."""
+    if x.dim() <= 4:
+        return x[(None,) * (4 - x.dim())]
+    try:
+        return x.view(-1, *x.shape[-3:])
+    except RuntimeError:
+        return None
+
+
+def _check_x(name: str, x: object) -> torch.Tensor:
+    check_tensor(name, x, min_dim=2)
+    dim, length = x.shape[-1], x.shape[-2]
+    if dim == 0 or dim % 2:
+        raise ValueError(f"head dimension must be even and positive, got D={dim}")
+    if length == 0:
+        raise ValueError(f"{name} must have at least one position, got shape {tuple(x.shape)}")
+    if x.dtype not in TRITON_DTYPES:
+        raise ValueError(f"{name} must have one of the dtypes {TRITON_DTYPES}, got {x.dtype}")
+    return x
+
+
+def _check_device(x: torch.Tensor) -> None:
+    """Last of the checks: every argument is sound, but can the kernel run where x is?"""
+    if _OPS is None or not _runs_here(x.device):
+        raise RuntimeError(
+            f"the Triton kernel cannot run on {x.device}: it needs Triton, torch 2.4 or later "
+            "and a CUDA tensor "
+            "(or TRITON_INTERPRET=1 for a CPU tensor)"
+        )
+
+
+def _check_offset(offset: object) -> int:
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise TypeError(f"offset must be an int, got {type(offset).__name__}: {offset!r}")
+    return offset
+
+
+def _freqs(x, base, inv_freq) -> torch.Tensor:
+    """The frequencies in the angle dtype on x's device; no device-to-host copy."""
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    if inv_freq is None:
+        base = check_positive_float("base", base)
+        if torch.compiler.is_compiling():  # traced into the graph, not looked up
+            return rope_inv_freq(x.shape[-1], base).to(device=x.device, dtype=dtype)
+        return _default_inv_freq(x.shape[-1], base, dtype, x.device)
+    return _on("inv_freq", _check_inv_freq(inv_freq, x.shape[-1]), x.device).to(dtype)
+
+
+def _on(name: str, t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``t`` on ``device``: from the CPU it is copied there (as the reference does); from any
+    other device it is refused, since that copy would go through the host."""
+    if t.device != device and t.device.type != "cpu":
+        raise ValueError(
+            f"{name} must be on x's device or the CPU, got {name} on {t.device} and x on {device}"
+        )
+    return t.to(device)
+
+
+def _integer_tensor(positions, device) -> torch.Tensor:
+    if isinstance(positions, torch.Tensor):
+        if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
+            raise TypeError(f"positions must hold integers, got dtype {positions.dtype}")
+        return _on("positions", positions, device)
+    if isinstance(positions, bool):
+        raise TypeError("positions must be integers, got a bool")
+    try:
+        t = torch.as_tensor([positions] if isinstance(positions, int) else positions)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise TypeError(
+            f"positions must be integers, got {type(positions).__name__}: {err}"
+        ) from None
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        raise TypeError(f"positions must hold integers, got dtype {t.dtype}")
+    return t.to(device)
+
+
+def _positions_rows(positions, x4: torch.Tensor, x_shape) -> torch.Tensor | str | None:
+    """Positions as ``[B or 1, T]`` rows for the kernel, None for ``0 .. T-1``, or ``"heads"``
+    when they differ between the heads of one batch entry (the caller then goes head by head).
+
+    ``positions`` follow :func:`posenc.rope.apply_rope`: ``[T]``, or ``[..., T]`` broadcast
+    against x's leading shape ``[..., T]`` without enlarging it.
+    """
+    if positions is None:
+        return None
+    p = _integer_tensor(positions, x4.device)
+    length = x4.shape[-2]
+    if p.dim() == 0 or p.shape[-1] != length:
+        raise ValueError(
+            f"positions must have one entry per position (T={length}), got shape {tuple(p.shape)}"
+        )
+    if p.dim() == 1:
+        return p[None]
+    try:
+        wide = p.expand(x_shape[:-1])
+    except RuntimeError:
+        raise ValueError(
+            f"positions of shape {tuple(p.shape)} must broadcast to x's leading shape "
+            f"{tuple(x_shape[:-1])} without enlarging x"
+        ) from None
+    rows = wide.reshape(-1, *x4.shape[1:3]) if wide.dim() > 3 else wide[(None,) * (3 - wide.dim())]
+    if rows.shape[1] > 1 and rows.stride(1) != 0:
+        return "heads"
+    return rows[:, 0]
 
 
 def rope_triton(
@@ -167,21 +397,27 @@ def rope_triton(
     inv_freq: torch.Tensor | None = None,
     layout: str = "interleaved",
     inplace: bool = False,
+    offset: int = 0,
 ) -> torch.Tensor:
-    """RoPE as one Triton kernel: each program loads a block of rows and their table rows,
-    rotates in the angle dtype and stores, so ``x`` is read once and written once.
+    """RoPE by the Triton kernel: ``x`` read once and written once, in one launch.
 
     Args:
-        x: head vectors ``[..., T, D]`` on CUDA (or on the CPU under ``TRITON_INTERPRET=1``).
-        positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`.
+        x: head vectors ``[..., T, D]`` (any strides; ``[B, H, T, D]`` views of a model's
+            ``[B, T, H, D]`` projection included) on CUDA, or on the CPU under
+            ``TRITON_INTERPRET=1``.
+        positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`
+            (positions must not broadcast x to a larger shape); tensors stay on the device.
         inplace: write into ``x`` and return it.
+        offset: added to every position (a KV cache's length): ``positions + offset``.
 
     Returns:
-        The rotated vectors, same shape, dtype and device as ``x``.
+        The rotated vectors: x's shape, dtype, device and strides (a new tensor unless
+        ``inplace``). Differentiable when not in place.
 
     Raises:
         TypeError, ValueError: as :func:`posenc.rope.apply_rope`; ValueError for a dtype
-            not in :data:`TRITON_DTYPES`.
+            not in :data:`TRITON_DTYPES` or positions that would enlarge ``x``; ValueError
+            for ``inplace`` on a tensor whose elements overlap (an expanded view).
         RuntimeError: when Triton cannot run on x's device (see :func:`triton_available`).
 
     Example:
@@ -189,20 +425,126 @@ def rope_triton(
         >>> y = rope_triton(x.cuda()) if triton_available() else x  # doctest: +SKIP
     """
     check_bool("inplace", inplace)
-    args = _Args(x, positions, base, inv_freq, layout)
-    if x.dtype not in TRITON_DTYPES:
-        raise ValueError(f"x must have one of the dtypes {TRITON_DTYPES} for Triton, got {x.dtype}")
-    if x.device.type not in ("cuda", "cpu") or not triton_available(x.device.type):
-        raise RuntimeError(
-            f"the Triton kernel cannot run on {x.device}: it needs Triton and a CUDA tensor "
-            "(or TRITON_INTERPRET=1 for a CPU tensor)"
-        )
-    if args.out_shape != x.shape:
+    _check_x("x", x)
+    layout = check_layout(layout)
+    offset = _check_offset(offset)
+    freqs = _freqs(x, base, inv_freq)
+    x4 = _bhtd(x)
+    if x4 is None:  # leading dims that do not merge: one slice of the first at a time
+        out = x if inplace else torch.empty_like(x)
+        for i in range(x.shape[0]):
+            p_i = positions
+            if isinstance(positions, torch.Tensor) and positions.dim() == x.dim() - 1:
+                p_i = positions[i if positions.shape[0] > 1 else 0]
+            part = rope_triton(
+                x[i], p_i, inv_freq=freqs, layout=layout, inplace=inplace, offset=offset
+            )
+            if not inplace:
+                out[i].copy_(part)
+        return out
+    rows = _positions_rows(positions, x4, x.shape)
+    _check_device(x)
+    if isinstance(rows, str):  # per-head positions: one launch per head
+        p4 = _integer_tensor(positions, x.device).expand(x.shape[:-1]).reshape(x4.shape[:-1])
+        out4 = x4 if inplace else torch.empty_like(x4)
+        for h in range(x4.shape[1]):
+            out4[:, h : h + 1] = rope_triton(
+                x4[:, h : h + 1], p4[:, h : h + 1], inv_freq=freqs, layout=layout, offset=offset
+            )
+        return x if inplace else out4.view(x.shape)
+    flags = (layout == "interleaved", False)
+    grad = torch.is_grad_enabled() and x.requires_grad
+    if not inplace:
+        return _call("rope", x4, rows, offset, freqs, *flags, grad=grad).view(x.shape)
+    if any(st == 0 and n > 1 for st, n in zip(x.stride(), x.shape, strict=True)):
         raise ValueError(
-            f"positions of shape {tuple(args.p.shape)} broadcast x of shape {tuple(x.shape)} "
-            f"to {tuple(args.out_shape)}; the Triton kernel keeps x's shape"
+            f"x must not overlap itself for an in-place rotation, got strides {x.stride()}"
         )
-    out = x if inplace else torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    if x.numel():
-        _triton_rotate(x, out, _tables(args), args.layout)
-    return out
+    if grad:  # autograd records the copy (and refuses a leaf)
+        x.copy_(_call("rope", x4, rows, offset, freqs, *flags, grad=True).view(x.shape))
+    else:
+        _call("rope_", x4, rows, offset, freqs, *flags)
+    return x
+
+
+def rope_qk_triton(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    positions=None,
+    *,
+    base: float = 10000.0,
+    inv_freq: torch.Tensor | None = None,
+    layout: str = "half",
+    inplace: bool = False,
+    offset: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Queries and keys as a model passes them, rotated in one launch that shares the angles.
+
+    Args:
+        q: queries ``[B, H, T, D]`` (any strides: a view of ``[B, T, H, D]`` is read in place).
+        k: keys ``[B, H_kv, T, D]``, same ``B``, ``T``, ``D``, dtype and device.
+        positions: None (``0 .. T-1``), ``[T]``, or ``[B, T]`` as a model passes
+            ``position_ids`` (an integer tensor, best on the device).
+        base, inv_freq: the frequencies, as for :func:`posenc.rope.apply_rope`.
+        layout: ``"half"`` (Hugging Face, the default here) or ``"interleaved"``.
+        inplace: rotate ``q`` and ``k`` where they are.
+        offset: added to every position (the length of a KV cache).
+
+    Returns:
+        ``(q_rotated, k_rotated)``, each with its input's shape, dtype and strides; ``(q, k)``
+        themselves when ``inplace``. Differentiable when not in place.
+
+    Raises:
+        TypeError, ValueError: for bad tensors, positions, frequencies or layout, or ``q``
+            and ``k`` that differ in ``B``, ``T``, ``D``, dtype or device.
+        RuntimeError: when Triton cannot run on q's device (see :func:`triton_available`).
+
+    Example:
+        >>> q, k = torch.randn(1, 4, 6, 8), torch.randn(1, 2, 6, 8)  # doctest: +SKIP
+        >>> rq, rk = rope_qk_triton(q.cuda(), k.cuda(), torch.arange(6).cuda())  # doctest: +SKIP
+    """
+    check_bool("inplace", inplace)
+    for name, t in (("q", q), ("k", k)):
+        _check_x(name, t)
+        if t.dim() != 4:
+            raise ValueError(f"{name} must be [B, H, T, D], got shape {tuple(t.shape)}")
+    if (k.shape[0], *k.shape[2:]) != (q.shape[0], *q.shape[2:]):
+        raise ValueError(
+            f"k must share q's B, T and D, got q {tuple(q.shape)} and k {tuple(k.shape)}"
+        )
+    if k.dtype != q.dtype or k.device != q.device:
+        raise ValueError(
+            f"q and k must share dtype and device, got {q.dtype} on {q.device} "
+            f"and {k.dtype} on {k.device}"
+        )
+    layout = check_layout(layout)
+    offset = _check_offset(offset)
+    freqs = _freqs(q, base, inv_freq)
+    rows = None
+    if positions is not None:
+        rows = _integer_tensor(positions, q.device)
+        batch, length = q.shape[0], q.shape[2]
+        if rows.dim() == 1:
+            rows = rows[None]
+        if rows.dim() != 2 or rows.shape[1] != length or rows.shape[0] not in (1, batch):
+            raise ValueError(
+                f"positions must be [T] or [B, T] = [{batch}, {length}], got shape "
+                f"{tuple(rows.shape)}"
+            )
+    _check_device(q)
+    flags = (layout == "interleaved", False)
+    grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
+    if not inplace:
+        return _call("rope_qk", q, k, rows, offset, freqs, *flags, grad=grad)
+    for name, t in (("q", q), ("k", k)):
+        if any(st == 0 and n > 1 for st, n in zip(t.stride(), t.shape, strict=True)):
+            raise ValueError(
+                f"{name} must not overlap itself for an in-place rotation, got strides {t.stride()}"
+            )
+    if grad:  # autograd records the copies (and refuses leaves)
+        rq, rk = _call("rope_qk", q, k, rows, offset, freqs, *flags, grad=True)
+        q.copy_(rq)
+        k.copy_(rk)
+    else:
+        _call("rope_qk_", q, k, rows, offset, freqs, *flags)
+    return q, k

@@ -1,0 +1,159 @@
+"""The Triton kernel of :mod:`posenc.fast.triton`, on its own so that it is built once per
+mode: :func:`posenc.fast.triton._kernel` loads this file as a fresh module for the GPU and
+another for Triton's interpreter (which reads ``TRITON_INTERPRET`` when a function is
+decorated, and runs the functions with this module's globals). Importing it needs Triton.
+
+Shapes: ``B`` batch, ``H`` heads, ``T`` positions, ``D`` features, ``D/2`` pairs.
+"""
+
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+
+@triton.jit
+def cos_sin(a, LIBDEVICE: tl.constexpr):
+    # libdevice's cos and sin are CUDA's accurate ones (tl.cos may lower to an
+    # approximation); the interpreter has no libdevice and runs numpy's
+    if LIBDEVICE:
+        return libdevice.cos(a), libdevice.sin(a)
+    else:
+        return tl.cos(a), tl.sin(a)
+
+
+@triton.jit
+def rounded(v, out_type: tl.constexpr, BY_HAND: tl.constexpr):
+    # one rounding, to nearest even; the interpreter truncates float32 to bfloat16, so there
+    # the bits are rounded by hand (on a GPU the conversion instruction rounds to nearest)
+    if BY_HAND:
+        if out_type == tl.bfloat16:
+            bits = v.to(tl.uint32, bitcast=True)
+            bits = bits + 0x7FFF + ((bits >> 16) & 1)
+            return (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+        else:
+            return v.to(out_type)
+    else:
+        return v.to(out_type)
+
+
+@triton.jit
+def rotate_heads(
+    src,
+    dst,
+    b,
+    t,
+    c,
+    s,
+    n_heads,
+    half,
+    s_b,
+    s_h,
+    s_t,
+    s_d,
+    d_b,
+    d_h,
+    d_t,
+    d_d,
+    INTERLEAVED: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+    BY_HAND: tl.constexpr,
+):
+    # every head of one (batch, position): tiles [BLOCK_H, D] of whole rows
+    src_at = src + b * s_b + t * s_t
+    dst_at = dst + b * d_b + t * d_t
+    for h0 in range(0, n_heads, BLOCK_H):
+        heads = (h0 + tl.arange(0, BLOCK_H)).to(tl.int64)
+        live = (heads < n_heads)[:, None]
+        if INTERLEAVED:
+            feats = tl.arange(0, 2 * BLOCK_HALF)
+            mask = live & (feats < 2 * half)[None, :]
+            x = tl.load(src_at + heads[:, None] * s_h + feats[None, :] * s_d, mask=mask)
+            x1, x2 = tl.split(tl.reshape(x.to(c.dtype), (BLOCK_H, BLOCK_HALF, 2)))
+            o1 = x1 * c - x2 * s
+            o2 = x1 * s + x2 * c
+            o = tl.reshape(tl.join(o1, o2), (BLOCK_H, 2 * BLOCK_HALF))
+            out_at = dst_at + heads[:, None] * d_h + feats[None, :] * d_d
+            tl.store(out_at, rounded(o, dst.dtype.element_ty, BY_HAND), mask=mask)
+        else:
+            pairs = tl.arange(0, BLOCK_HALF)
+            mask = live & (pairs < half)[None, :]
+            at = src_at + heads[:, None] * s_h + pairs[None, :] * s_d
+            x1 = tl.load(at, mask=mask).to(c.dtype)
+            x2 = tl.load(at + half * s_d, mask=mask).to(c.dtype)
+            o1 = x1 * c - x2 * s
+            o2 = x1 * s + x2 * c
+            out_at = dst_at + heads[:, None] * d_h + pairs[None, :] * d_d
+            tl.store(out_at, rounded(o1, dst.dtype.element_ty, BY_HAND), mask=mask)
+            tl.store(out_at + half * d_d, rounded(o2, dst.dtype.element_ty, BY_HAND), mask=mask)
+
+
+@triton.jit(do_not_specialize=["offset"])  # a new offset every decoding step: one build
+def rope_kernel(
+    q,
+    q_out,
+    k,
+    k_out,
+    pos,
+    inv_freq,
+    length,
+    half,
+    offset,
+    n_q,
+    n_k,
+    q_sb,
+    q_sh,
+    q_st,
+    q_sd,
+    qo_sb,
+    qo_sh,
+    qo_st,
+    qo_sd,
+    k_sb,
+    k_sh,
+    k_st,
+    k_sd,
+    ko_sb,
+    ko_sh,
+    ko_st,
+    ko_sd,
+    p_sb,
+    p_st,
+    HAS_POS: tl.constexpr,
+    INTERLEAVED: tl.constexpr,
+    INVERSE: tl.constexpr,
+    F64: tl.constexpr,
+    LIBDEVICE: tl.constexpr,
+    BY_HAND: tl.constexpr,
+    BLOCK_HQ: tl.constexpr,
+    BLOCK_HK: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+):
+    # one program per (batch, position): its angles once, then every head of q and k
+    row = tl.program_id(0).to(tl.int64)
+    b = row // length
+    t = row % length
+    p = tl.load(pos + b * p_sb + t * p_st).to(tl.int64) + offset if HAS_POS else t + offset
+    pairs = tl.arange(0, BLOCK_HALF)
+    freq = tl.load(inv_freq + pairs, mask=pairs < half, other=0.0)
+    if F64:
+        c, s = cos_sin(p.to(tl.float64) * freq.to(tl.float64), LIBDEVICE)
+    else:
+        angle = p.to(tl.float32) * freq.to(tl.float32)  # rounded to float32, as torch's
+        c, s = cos_sin(angle.to(tl.float64), LIBDEVICE)
+        c = c.to(tl.float32)
+        s = s.to(tl.float32)
+    if INVERSE:
+        s = -s
+    c = c[None, :]
+    s = s[None, :]
+    rotate_heads(
+        q, q_out, b, t, c, s, n_q, half,
+        q_sb, q_sh, q_st, q_sd, qo_sb, qo_sh, qo_st, qo_sd,
+        INTERLEAVED, BLOCK_HQ, BLOCK_HALF, BY_HAND,
+    )  # fmt: skip
+    rotate_heads(
+        k, k_out, b, t, c, s, n_k, half,
+        k_sb, k_sh, k_st, k_sd, ko_sb, ko_sh, ko_st, ko_sd,
+        INTERLEAVED, BLOCK_HK, BLOCK_HALF, BY_HAND,
+    )  # fmt: skip

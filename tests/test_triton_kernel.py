@@ -1,0 +1,312 @@
+"""The Triton kernel of posenc.fast.triton, checked on the CPU under Triton's interpreter.
+
+What is checked: the exact arithmetic (bit for bit against an independent torch
+computation with the nearest float32 cos and sin), the error against the rotation in float64
+(half a unit in the last place of bf16 and fp16), every stride pattern a model passes, both
+layouts, offsets and per-batch positions, q and k in one launch, gradients (gradcheck in
+float64), torch.compile with fullgraph=True, and that a call with warm state does no host
+work that reads the device (a dispatch mode on the meta device, the launch recorded instead
+of run).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from posenc.fast import triton as tr
+from posenc.rope import rope_inv_freq
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None or tr._OPS is None,
+    reason="needs Triton (its CPU interpreter runs the kernel) and torch 2.4 or later",
+)
+
+LAYOUTS = ("half", "interleaved")
+DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+MANTISSA = {torch.bfloat16: 7, torch.float16: 10}
+
+
+@pytest.fixture(autouse=True)
+def _interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+def _oracle(x, positions, offset, layout, inverse=False):
+    """The rotation spelled out: float32 angles (float64 for float64 x), their cos and sin
+    rounded from float64, each product rounded, then the sum, one rounding to x's dtype."""
+    work = torch.float64 if x.dtype == torch.float64 else torch.float32
+    dim, length = x.shape[-1], x.shape[-2]
+    p = torch.arange(length) if positions is None else torch.as_tensor(positions)
+    angles = (p + offset).to(work)[..., None] * rope_inv_freq(dim).to(work)
+    cos, sin = angles.double().cos().to(work), angles.double().sin().to(work)
+    if inverse:
+        sin = -sin
+    if layout == "interleaved":
+        first, second = list(range(0, dim, 2)), list(range(1, dim, 2))
+    else:
+        first, second = list(range(dim // 2)), list(range(dim // 2, dim))
+    x1, x2 = x[..., first].to(work), x[..., second].to(work)
+    out = torch.empty(torch.broadcast_shapes(x.shape, (*cos.shape[:-1], dim)), dtype=work)
+    out[..., first] = x1 * cos - x2 * sin
+    out[..., second] = x1 * sin + x2 * cos
+    return out.to(x.dtype)
+
+
+def _exact(x, positions, offset, layout):
+    """The same rotation of the same float32 angles carried out in float64."""
+    work = torch.float64 if x.dtype == torch.float64 else torch.float32
+    dim, length = x.shape[-1], x.shape[-2]
+    p = torch.arange(length) if positions is None else torch.as_tensor(positions)
+    angles = ((p + offset).to(work)[..., None] * rope_inv_freq(dim).to(work)).double()
+    y = x.double().clone()
+    if layout == "interleaved":
+        a, b = x.double()[..., 0::2], x.double()[..., 1::2]
+        y[..., 0::2], y[..., 1::2] = (
+            a * angles.cos() - b * angles.sin(),
+            a * angles.sin() + b * angles.cos(),
+        )
+    else:
+        a, b = x.double().chunk(2, dim=-1)
+        y = torch.cat(
+            [a * angles.cos() - b * angles.sin(), a * angles.sin() + b * angles.cos()], -1
+        )
+    return y
+
+
+def _model_view(b, t, h, d, dtype):
+    """``[B, H, T, D]`` as a model makes it: its projection ``[B, T, H, D]`` transposed."""
+    return torch.randn(b, t, h, d).to(dtype).transpose(1, 2)
+
+
+MAKERS = {
+    "contiguous": lambda dtype: torch.randn(2, 3, 5, 16).to(dtype),
+    "model view": lambda dtype: _model_view(2, 5, 3, 16, dtype),
+    "rows with a gap": lambda dtype: torch.randn(2, 3, 5, 22).to(dtype)[..., 3:19],
+    "every other position": lambda dtype: torch.randn(2, 3, 10, 16).to(dtype)[:, :, ::2],
+    "3-d": lambda dtype: torch.randn(3, 5, 16).to(dtype),
+    "2-d, D not a power of 2": lambda dtype: torch.randn(5, 24).to(dtype),
+    "5-d that does not merge": lambda dtype: torch.randn(3, 2, 2, 5, 16).to(dtype).transpose(0, 1),
+}
+
+
+def _positions(kind, x):
+    length = x.shape[-2]
+    if kind == "arange":
+        return None
+    if kind == "far and negative":
+        return torch.tensor([0, -3, 1000, 131072, 131071][:length])
+    if kind == "per batch" and x.dim() < 3:
+        return torch.arange(length) * 3
+    if kind == "per batch":  # [B, 1, T] (x's first dim), as apply_rope broadcasts them
+        rows = torch.arange(length) + 977 * torch.arange(x.shape[0])[:, None]
+        return rows.reshape(x.shape[0], *(1,) * (x.dim() - 3), length)
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("maker", list(MAKERS))
+def test_kernel_equals_the_arithmetic_spelled_out(maker, dtype, layout):
+    torch.manual_seed(0)
+    x = MAKERS[maker](dtype)
+    for kind, offset in (("arange", 0), ("far and negative", 0), ("per batch", 7)):
+        positions = _positions(kind, x)
+        got = tr.rope_triton(x, positions, layout=layout, offset=offset)
+        want = _oracle(x, positions, offset, layout)
+        assert got.shape == x.shape and got.dtype == dtype
+        if dtype == torch.float64:  # numpy's and torch's float64 cos may differ in the last bit
+            torch.testing.assert_close(got, want, rtol=1e-14, atol=1e-14)
+        else:
+            assert torch.equal(got, want), (kind, (got.double() - want.double()).abs().max())
+        y = x.clone()
+        assert tr.rope_triton(y, positions, layout=layout, inplace=True, offset=offset) is y
+        assert torch.equal(y, got)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", (torch.bfloat16, torch.float16), ids=str)
+def test_within_half_an_ulp_of_the_float64_rotation(dtype, layout):
+    torch.manual_seed(1)
+    x = (torch.randn(4, 64, 32) * 3).to(dtype)
+    positions = torch.arange(64) * 2053  # up to about 130,000
+    got = tr.rope_triton(x, positions, layout=layout).double()
+    exact = _exact(x, positions, 0, layout)
+    ulp = torch.exp2(torch.floor(torch.log2(exact.abs().clamp_min(1e-4))) - MANTISSA[dtype])
+    float32_part = 4 * torch.finfo(torch.float32).eps * x.double().abs().amax(-1, keepdim=True)
+    assert bool(((got - exact).abs() <= ulp / 2 + float32_part).all())
+
+
+def test_the_output_keeps_the_model_layout():
+    x = _model_view(2, 7, 4, 16, torch.bfloat16)
+    out = tr.rope_triton(x, layout="half")
+    assert out.stride() == x.stride()  # written where a [B, T, H, D] tensor would hold it
+
+
+def test_heads_beyond_one_tile_and_per_head_positions(monkeypatch):
+    monkeypatch.setattr(tr, "_TILE", 16)  # two heads of 8 features per tile: five take three
+    x = torch.randn(2, 5, 3, 8)
+    got = tr.rope_triton(x, layout="interleaved")
+    assert torch.equal(got, _oracle(x, None, 0, "interleaved"))
+    per_head = torch.arange(15).reshape(5, 3) * 11  # [H, T]: each head its own positions
+    got = tr.rope_triton(x, per_head, layout="half")
+    assert torch.equal(got, _oracle(x, per_head, 0, "half"))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_q_and_k_in_one_launch(layout, monkeypatch):
+    launches = []
+    launch = tr._launch
+    monkeypatch.setattr(tr, "_launch", lambda *a: launches.append(1) or launch(*a))
+    q = _model_view(2, 6, 4, 16, torch.bfloat16)  # four query heads
+    k = _model_view(2, 6, 2, 16, torch.bfloat16)  # two key heads
+    rows = torch.arange(6) + torch.tensor([[0], [40]])  # [B, T], as a model's position_ids
+    rq, rk = tr.rope_qk_triton(q, k, rows, layout=layout, offset=3)
+    assert len(launches) == 1
+    assert torch.equal(rq, _oracle(q, rows[:, None], 3, layout))
+    assert torch.equal(rk, _oracle(k, rows[:, None], 3, layout))
+    assert tr.rope_qk_triton(q, k, rows, layout=layout, offset=3, inplace=True) == (q, k)
+    assert torch.equal(q, rq) and torch.equal(k, rk)
+
+
+def test_gradients_are_the_inverse_rotation():
+    x = _model_view(1, 4, 3, 8, torch.float64).requires_grad_()
+    rows = torch.tensor([5, 9, 13, 100])
+    assert torch.autograd.gradcheck(
+        lambda t: tr.rope_triton(t, rows, layout="half", offset=3), (x,)
+    )
+    q = torch.randn(2, 3, 2, 8, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(2, 1, 2, 8, dtype=torch.float64, requires_grad=True)
+    both = torch.tensor([[1, 2], [7, 8]])
+    assert torch.autograd.gradcheck(lambda a, b: tr.rope_qk_triton(a, b, both), (q, k))
+    g = torch.randn(2, 3, 5, 16)
+    x = torch.randn(2, 3, 5, 16, requires_grad=True)
+    tr.rope_triton(x, layout="interleaved").backward(g)
+    assert torch.equal(x.grad, _oracle(g, None, 0, "interleaved", inverse=True))
+
+
+def test_in_place_on_a_leaf_that_needs_grad_is_refused_as_torch_refuses():
+    x = torch.randn(3, 8, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        tr.rope_triton(x, inplace=True)
+
+
+def test_compiles_whole_with_no_graph_break():
+    x = _model_view(2, 5, 3, 16, torch.float32)
+    k = _model_view(2, 5, 1, 16, torch.float32)
+
+    def attention_inputs(q, k, rows):
+        q, k = tr.rope_qk_triton(q * 2, k, rows, offset=1)
+        return tr.rope_triton(q, layout="half", inplace=True), k
+
+    rows = torch.tensor([[0, 1, 2, 3, 4], [9, 10, 11, 12, 13]])
+    compiled = torch.compile(attention_inputs, fullgraph=True, backend="aot_eager")
+    got = compiled(x, k, rows)
+    want = attention_inputs(x, k, rows)
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+class _Record(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.ops.append((func.overloadpacket.__name__, [getattr(a, "device", None) for a in args]))
+        return out
+
+
+def test_a_warm_call_reads_nothing_back_from_the_device(monkeypatch):
+    """On the meta device (the stand-in for a GPU), the launch recorded instead of run: the
+    second call of each kind dispatches no ``item``, no copy to the host and no table."""
+    launches = []
+    monkeypatch.setattr(tr, "_runs_here", lambda device: True)
+    monkeypatch.setattr(tr, "_launch", lambda *args: launches.append(args))
+    q = torch.empty(8, 4096, 32, 128, device="meta", dtype=torch.bfloat16).transpose(1, 2)
+    k = torch.empty(8, 4096, 8, 128, device="meta", dtype=torch.bfloat16).transpose(1, 2)
+    rows = torch.empty(8, 4096, device="meta", dtype=torch.int64)
+    calls = (
+        lambda: tr.rope_qk_triton(q, k, rows, inplace=True),
+        lambda: tr.rope_qk_triton(q, k, rows),
+        lambda: tr.rope_triton(q, rows[:, None], layout="half", inplace=True, offset=17),
+        lambda: tr.rope_triton(q[:, :, -1:], offset=4095),  # a decoding step
+    )
+    for call in calls:
+        call()  # cold: the frequencies are made and kept on the device
+        with _Record() as record:
+            call()
+        names = {name for name, _ in record.ops}
+        assert not names & {"_local_scalar_dense", "item", "_to_copy", "copy_", "cos", "sin"}
+        views = {"view", "unsqueeze", "slice", "select", "expand", "alias", "transpose"}
+        assert names <= {"empty_like", "empty_strided", *views}  # views and the output only
+        assert all(d is None or d.type == "meta" for _, devices in record.ops for d in devices)
+    assert len(launches) == 2 * len(calls)
+    _q4, _, k4, _, pos, offset, inv_freq, _interleaved, _inverse = launches[-1]
+    assert k4 is None and pos is None and offset == 4095 and inv_freq.device.type == "meta"
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: tr.rope_triton(torch.randn(3, 7)), ValueError, "even"),
+        (lambda: tr.rope_triton(torch.randn(3, 8).to(torch.int32)), TypeError, "floating"),
+        (lambda: tr.rope_triton(torch.randn(3, 8), offset=1.5), TypeError, "offset"),
+        (lambda: tr.rope_triton(torch.randn(3, 8), [0, 1]), ValueError, "one entry per position"),
+        (lambda: tr.rope_triton(torch.randn(3, 8), torch.zeros(2, 3)), TypeError, "integers"),
+        (
+            lambda: tr.rope_triton(torch.randn(2, 3, 8), torch.zeros(4, 1, 3, dtype=torch.int64)),
+            ValueError,
+            "without enlarging",
+        ),
+        (
+            lambda: tr.rope_triton(torch.randn(3, 8).expand(2, 3, 8), inplace=True),
+            ValueError,
+            "overlap",
+        ),
+        (
+            lambda: tr.rope_qk_triton(torch.randn(1, 2, 3, 8), torch.randn(1, 2, 4, 8)),
+            ValueError,
+            "B, T and D",
+        ),
+        (
+            lambda: tr.rope_qk_triton(torch.randn(2, 3, 8), torch.randn(2, 3, 8)),
+            ValueError,
+            r"\[B, H, T, D\]",
+        ),
+        (
+            lambda: tr.rope_qk_triton(
+                torch.randn(2, 2, 3, 8),
+                torch.randn(2, 1, 3, 8),
+                torch.zeros(3, 3, dtype=torch.int64),
+            ),
+            ValueError,
+            r"\[T\] or \[B, T\]",
+        ),
+    ],
+)
+def test_bad_input_is_named(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_refuses_a_device_it_cannot_run_on(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET")
+    with pytest.raises(RuntimeError, match="cannot run on cpu"):
+        tr.rope_triton(torch.randn(2, 4))
+
+
+def test_the_registered_op_computes_the_same_on_a_device_without_the_kernel(monkeypatch):
+    """Where the kernel does not run (here: the CPU without the interpreter), the op computes
+    the kernel's arithmetic with torch, so a compiled or exported graph runs anywhere."""
+    x = torch.randn(2, 3, 5, 16)
+    inv_freq = rope_inv_freq(16).float()
+    with_kernel = torch.ops.posenc.rope(x, None, 2, inv_freq, True, False)
+    monkeypatch.delenv("TRITON_INTERPRET")
+    without = torch.ops.posenc.rope(x, None, 2, inv_freq, True, False)
+    assert torch.equal(with_kernel, without)
+    assert math.isclose(float(without.norm()), float(x.norm()), rel_tol=1e-5)
