@@ -12,7 +12,10 @@ of run).
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -310,3 +313,57 @@ def test_the_registered_op_computes_the_same_on_a_device_without_the_kernel(monk
     without = torch.ops.posenc.rope(x, None, 2, inv_freq, True, False)
     assert torch.equal(with_kernel, without)
     assert math.isclose(float(without.norm()), float(x.norm()), rel_tol=1e-5)
+
+
+_COMPILE_FOR_A_GPU = """
+import json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from posenc.fast import triton as tr
+
+kernel = tr._kernel(False)
+names = kernel.arg_names
+pointers = dict.fromkeys(("q", "q_out", "k", "k_out"), "*bf16") | {"pos": "*i64", "inv_freq": "*fp32"}
+found = {}
+for layout in ("half", "interleaved"):
+    constants = dict(
+        HAS_POS=True, INTERLEAVED=layout == "interleaved", INVERSE=False, F64=False,
+        LIBDEVICE=True, BY_HAND=False, BLOCK_HQ=32, BLOCK_HK=8, BLOCK_HALF=64,
+        q_sd=1, qo_sd=1, k_sd=1, ko_sd=1,  # Triton makes a stride of 1 a constant at launch
+    )
+    signature = {
+        n: pointers.get(n, "constexpr" if n in constants else "i64" if n == "offset" else "i32")
+        for n in names
+    }
+    # as Triton marks them at launch: pointers, strides and D/2 = 64 divisible by 16
+    aligned = [n for n in names if n in pointers or n.endswith(("_sb", "_sh", "_st")) or n == "half"]
+    source = ASTSource(
+        fn=kernel,
+        signature=signature,
+        constexprs={(names.index(n),): v for n, v in constants.items()},
+        attrs={(names.index(n),): [["tt.divisibility", 16]] for n in aligned},
+    )
+    options = {"enable_fp_fusion": False, "num_warps": 8}
+    found[layout] = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+json.dump(found, sys.stdout)
+"""
+
+
+def test_compiles_for_a_gpu_as_intended(monkeypatch):
+    """Without a GPU, Triton still compiles the kernel for one (an H100, sm_90) down to PTX:
+    the rotation's float32 products are not fused into multiply-adds, bf16 is rounded to
+    nearest, cos and sin are libdevice's accurate ones (no ``.approx``), and a row of unit
+    stride moves in 16-byte vector loads and stores. (In a process of its own: Triton reads
+    ``TRITON_INTERPRET`` once, when it is imported.)"""
+    pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend compiles it")
+    monkeypatch.delenv("TRITON_INTERPRET")
+    done = subprocess.run(
+        [sys.executable, "-c", _COMPILE_FOR_A_GPU], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for layout, ptx in json.loads(done.stdout).items():
+        assert "fma.rn.f32" not in ptx, layout
+        assert "cvt.rn.bf16" in ptx and "cvt.rz" not in ptx, layout  # to nearest, not toward 0
+        assert ".approx" not in ptx, layout
+        assert "ld.global.v4.b32" in ptx and "st.global.v4.b32" in ptx, layout
