@@ -47,6 +47,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--keep-allocator", action="store_true", help="do not fix glibc's mmap threshold"
     )
+    p.add_argument(
+        "--peers",
+        action="store_true",
+        help="posenc beside Liger-Kernel, flash-attn and transformers, as a model calls them "
+        "(posenc.bench.peers; on a GPU), and RoPE's share of a Llama-3-8B-shaped forward pass",
+    )
     return p
 
 
@@ -72,6 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.peers:
+        return _peers(device, args)
     config = quick_config(device) if args.quick else default_config(device)
     changes = {
         "lengths": tuple(args.lengths) if args.lengths else None,
@@ -102,6 +110,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"\n{len(result['rows'])} rows in {result['seconds']:.0f} s; wrote {json_path}, {png_path}"
     )
+    return 0
+
+
+def _peers(device: str, args) -> int:
+    from posenc.bench import peers
+
+    small = device != "cuda"  # on a CPU, a smoke run of the same code
+    cases = peers.small_cases() if small else peers.CASES
+    dtypes = tuple(args.dtypes) if args.dtypes else ("bfloat16", "float16", "float32")
+    print(f"RoPE beside its peers on {device}: q [B, 32, T, D], k [B, 8, T, D]")
+    backward = cases[0].name if small else "B=8, T=4k, D=128"
+    result = peers.run(device, cases=cases, dtypes=dtypes, backward_case=backward, log=print)
+    print(peers.format_rows(result))
+    tiny = dict(
+        shape=dict(
+            hidden_size=64,
+            intermediate_size=128,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=64,
+        ),
+        prefill=((1, 64),),
+        decode=(4, 63),
+    )
+    try:
+        result["model"] = peers.model_share(device, log=print, **(tiny if small else {}))
+        for row in result["model"]:
+            print(
+                f"  {row['step']}: RoPE's share of the forward pass, transformers "
+                f"{row['share_transformers']:.1%}, posenc {row['share_posenc']:.1%}"
+            )
+    except ImportError as err:
+        print(f"model share not measured: {err}")
+    json_path, png_path = peers.write(result, args.out)
+    print(f"wrote {json_path}, {png_path}")
     return 0
 
 

@@ -1,0 +1,595 @@
+"""posenc's RoPE beside its peers, on one device, called as a model calls them.
+
+``python -m posenc.bench --peers [--device cuda]`` runs it. A model rotates ``q [B, 32, T, D]``
+and ``k [B, 8, T, D]`` (grouped keys, as Llama 3) that are views of its projections
+``[B, T, H, D]``, at positions it keeps on the device; the cases are the ones models meet:
+
+- prefill, B=1 and B=8 at T=4,096, B=1 at T=32,768; decoding, B=64 at T=1 (a KV cache of
+  4,095 positions before it), where the host's time per call is what counts;
+- the model's layout (the transposed views) and contiguous ``[B, H, T, D]`` tensors;
+- forward alone, and forward plus backward (training);
+- bfloat16, float16, float32.
+
+Timed side by side in one run, each on fresh copies of the same tensors: posenc in place
+and out of place (both layouts), Liger-Kernel's RoPE and flash-attn's rotary kernel where
+they are installed, transformers' ``apply_rotary_pos_emb`` eager and under
+``torch.compile``, and the two bounds, ``copy_`` of q and k into existing buffers (the memory
+traffic) and ``clone`` (traffic plus fresh memory). Peers that take ``cos`` and ``sin`` get
+them made beforehand, once, as a model makes them once per forward pass. Every row carries
+its time, its ratio to ``copy_`` (1 = as fast as moving the bytes), its host time per call
+and its largest error against the same rotation in float64.
+
+:func:`model_share` measures what RoPE costs inside a model: a two-layer Llama shaped like
+Llama 3 8B (transformers, random weights, SDPA attention), timed with transformers' RoPE,
+with posenc's swapped in, and with none.
+
+On a CPU the same code runs with the peers that run there (a smoke test; the numbers that
+matter come from a GPU).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.util
+import inspect
+import math
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from posenc import rope
+from posenc.fast import kernels as fast
+
+__all__ = ["CASES", "Case", "figure", "format_rows", "model_share", "run", "small_cases", "write"]
+
+HEADS = (32, 8)
+"""Query and key heads, as Llama 3 8B (grouped-query attention)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One call shape: ``q [batch, 32, length, dim]``, ``k [batch, 8, length, dim]``."""
+
+    name: str
+    batch: int
+    length: int
+    dim: int
+    offset: int = 0
+    """positions start here (a KV cache's length when decoding)"""
+
+
+CASES = (
+    Case("B=1, T=4k, D=64", 1, 4096, 64),
+    Case("B=1, T=4k, D=128", 1, 4096, 128),
+    Case("B=8, T=4k, D=128", 8, 4096, 128),
+    Case("B=1, T=32k, D=128", 1, 32768, 128),
+    Case("decode: B=64, T=1, D=128", 64, 1, 128, offset=4095),
+)
+"""The cases of the GPU measurement."""
+
+
+def small_cases() -> tuple[Case, ...]:
+    """Cases small enough for a CPU smoke run (seconds).
+
+    Example:
+        >>> [c.name for c in small_cases()]
+        ['B=1, T=64, D=64', 'decode: B=4, T=1, D=64']
+    """
+    return (Case("B=1, T=64, D=64", 1, 64, 64), Case("decode: B=4, T=1, D=64", 4, 1, 64, 63))
+
+
+_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+BASE = 500000.0
+"""Llama 3's RoPE base."""
+
+
+def _make(case: Case, heads: int, dtype, device, layout: str, generator) -> torch.Tensor:
+    shape = (case.batch, case.length, heads, case.dim)
+    x = torch.randn(shape, generator=generator, dtype=torch.float32).to(device=device, dtype=dtype)
+    x = x.transpose(1, 2)  # [B, H, T, D] view of the projection [B, T, H, D]
+    return x.contiguous() if layout == "contiguous" else x
+
+
+def _tables(case: Case, dtype, device):
+    """cos and sin as transformers makes them: ``[B, T, D]`` in x's dtype (both halves)."""
+    inv_freq = rope.rope_inv_freq(case.dim, BASE).float().to(device)
+    rows = torch.arange(case.length, device=device) + case.offset
+    angles = rows.float()[:, None] * inv_freq
+    emb = torch.cat([angles, angles], dim=-1)[None].expand(case.batch, -1, -1)
+    return emb.cos().to(dtype), emb.sin().to(dtype), angles
+
+
+def _peers(case: Case, dtype, device, positions) -> dict[str, tuple[Callable, bool] | str]:
+    """name -> (function of (q, k) returning (q, k), whether it needs writable inputs) or
+    the reason it cannot run here."""
+    cos, sin, angles = _tables(case, dtype, device)
+    peers: dict[str, tuple[Callable, bool] | str] = {}
+    for layout in ("half", "interleaved"):
+        peers[f"posenc {layout} in place"] = (
+            lambda q, k, lay=layout: fast.rope_qk(
+                q, k, positions, base=BASE, layout=lay, inplace=True
+            ),
+            True,
+        )
+        peers[f"posenc {layout}"] = (
+            lambda q, k, lay=layout: fast.rope_qk(q, k, positions, base=BASE, layout=lay),
+            False,
+        )
+    try:
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+        peers["transformers eager"] = (lambda q, k: apply_rotary_pos_emb(q, k, cos, sin), False)
+        compiled = torch.compile(apply_rotary_pos_emb, dynamic=False)
+        peers["transformers compiled"] = (lambda q, k: compiled(q, k, cos, sin), False)
+    except ImportError as err:
+        peers["transformers eager"] = peers["transformers compiled"] = f"not installed: {err}"
+    if device.type != "cuda":
+        peers["liger in place"] = peers["flash-attn in place"] = "needs CUDA"
+        return peers
+    if importlib.util.find_spec("liger_kernel") is None:
+        peers["liger in place"] = "not installed (pip install liger-kernel)"
+    else:
+        from liger_kernel.transformers.rope import liger_rotary_pos_emb
+
+        peers["liger in place"] = (lambda q, k: liger_rotary_pos_emb(q, k, cos, sin), True)
+    try:
+        from flash_attn.layers.rotary import apply_rotary_emb
+
+        c2, s2 = angles.cos().to(dtype), angles.sin().to(dtype)  # [T, D/2]
+
+        def flash(q, k):  # [B, T, H, D] views, rotated where they lie
+            for x in (q, k):
+                apply_rotary_emb(x.transpose(1, 2), c2, s2, inplace=True)
+            return q, k
+
+        peers["flash-attn in place"] = (flash, True)
+    except ImportError as err:
+        peers["flash-attn in place"] = f"not installed: {err}"
+    return peers
+
+
+def _timer(device):
+    """A function timing ``fn`` called ``n`` times in a row: seconds per call (CUDA events on
+    a GPU), and the host's own time per call (the calls issued, not waited for)."""
+
+    def timed(fn, n):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            t0 = time.perf_counter()
+            start.record()
+            for _ in range(n):
+                fn()
+            host = time.perf_counter() - t0
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3 / n, host / n
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        seconds = (time.perf_counter() - t0) / n
+        return seconds, seconds
+
+    return timed
+
+
+def _measure(fns: dict[str, Callable], device, rounds: int, min_seconds: float) -> dict:
+    """Median seconds and host seconds per call of every function, in interleaved rounds."""
+    timed = _timer(device)
+    calls = {}
+    for name, fn in fns.items():  # warm up (compiles), then size a round to min_seconds
+        fn()
+        t, _ = timed(fn, 1)
+        calls[name] = max(1, min(1000, math.ceil(min_seconds / max(t, 1e-7))))
+    found = {name: ([], []) for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t, host = timed(fn, calls[name])
+            found[name][0].append(t)
+            found[name][1].append(host)
+    return {name: (statistics.median(t), statistics.median(h)) for name, (t, h) in found.items()}
+
+
+def _reference(q, k, case: Case, layout: str):
+    inv = rope.rope_inv_freq(case.dim, BASE)  # float64 angles, float64 rotation
+    rows = torch.arange(case.length, device=q.device) + case.offset
+    return tuple(
+        rope.apply_rope(x.double(), rows, inv_freq=inv.to(q.device), layout=layout) for x in (q, k)
+    )
+
+
+def _case_rows(case, dtype_name, device, memory, rounds, min_seconds, backward, log):
+    dtype = _DTYPES[dtype_name]
+    gen = torch.Generator().manual_seed(0)
+    q0 = _make(case, HEADS[0], dtype, device, memory, gen)
+    k0 = _make(case, HEADS[1], dtype, device, memory, gen)
+    positions = torch.arange(case.length, device=device)[None].expand(case.batch, -1) + case.offset
+    positions = positions[:, None]  # [B, 1, T]: per batch entry, as apply_rope broadcasts
+    if hasattr(torch, "_dynamo"):
+        torch._dynamo.reset()  # a fresh compile per case: no recompile limit across shapes
+    peers = _peers(case, dtype, device, positions)
+    want = {lay: _reference(q0, k0, case, lay) for lay in ("half", "interleaved")}
+    q_buf, k_buf = torch.empty_like(q0), torch.empty_like(k0)
+    work = {}  # each implementation gets its own writable copies
+    fns: dict[str, Callable] = {
+        "copy_": lambda: (q_buf.copy_(q0), k_buf.copy_(k0)),
+        "clone": lambda: (q0.clone(), k0.clone()),
+    }
+    rows, errors = [], {}
+    for name, peer in peers.items():
+        if isinstance(peer, str):
+            rows.append({"implementation": name, "note": peer})
+            continue
+        fn, writes = peer
+        layout = "interleaved" if "interleaved" in name else "half"
+        try:
+            q, k = q0.clone(), k0.clone()
+            rq, rk = fn(q, k)
+            err = max(
+                float((a.double() - b).abs().max())
+                for a, b in zip((rq, rk), want[layout], strict=True)
+            )
+        except Exception as exc:  # a peer that fails here is reported, not fatal
+            rows.append({"implementation": name, "note": f"failed: {type(exc).__name__}: {exc}"})
+            continue
+        errors[name] = err
+        if backward:
+            q, k = q0.clone().requires_grad_(), k0.clone().requires_grad_()
+            gq, gk = torch.ones_like(q0), torch.ones_like(k0)
+
+            def step(fn=fn, q=q, k=k, gq=gq, gk=gk):
+                torch.autograd.backward(fn(q, k), (gq, gk))
+
+            if writes:  # in place on a leaf: autograd refuses, as it should
+                continue
+            fns[name] = step
+        else:
+            work[name] = (q0.clone(), k0.clone()) if writes else (q0, k0)
+            fns[name] = lambda fn=fn, name=name: fn(*work[name])
+    if backward:
+        fns.pop("clone")
+        fns["copy_"] = lambda: (q_buf.copy_(q0), k_buf.copy_(k0))
+    times = _measure(fns, device, rounds, min_seconds)
+    copy = times["copy_"][0]
+    clone = times.get("clone", (math.nan,))[0]
+    for name, (seconds, host) in times.items():
+        rows.append(
+            {
+                "implementation": name,
+                "us": seconds * 1e6,
+                "host_us": host * 1e6,
+                "copy_ratio": copy / seconds,
+                "clone_ratio": clone / seconds,
+                "max_error": errors.get(name),
+                "note": "",
+            }
+        )
+    common = {
+        "case": case.name,
+        "memory": memory,
+        "dtype": dtype_name,
+        "pass": "forward+backward" if backward else "forward",
+    }
+    log(f"  {case.name:26s} {memory:10s} {dtype_name:8s} {common['pass']}")
+    return [{**common, **row} for row in rows]
+
+
+def run(
+    device: str | torch.device = "cuda",
+    *,
+    cases: tuple[Case, ...] = CASES,
+    dtypes: tuple[str, ...] = ("bfloat16", "float16", "float32"),
+    rounds: int = 7,
+    min_seconds: float = 2e-3,
+    backward_case: str | None = "B=8, T=4k, D=128",
+    log: Callable[[str], None] = lambda line: None,
+) -> dict:
+    """Time posenc and its peers on every case, memory layout and dtype, in one run.
+
+    Args:
+        device: where to run (``"cuda"`` for the numbers that matter).
+        cases: the call shapes (:data:`CASES`, or :func:`small_cases` on a CPU).
+        dtypes: names from ``bfloat16``, ``float16``, ``float32``.
+        rounds: timed rounds (medians reported); each round calls each function enough
+            times to last ``min_seconds``.
+        min_seconds: the least time of one round of one function.
+        backward_case: the case also timed forward plus backward (None: none).
+        log: called with a line per measured case.
+
+    Returns:
+        ``{"machine": dict, "rows": [dict, ...]}``; a row holds ``case, memory, dtype, pass,
+        implementation, us, host_us, copy_ratio, clone_ratio, max_error, note`` (a row
+        with only a ``note`` says why that peer did not run).
+
+    Raises:
+        ValueError: for an unknown dtype or case name, or a device torch cannot use.
+
+    Example:
+        >>> result = run("cpu", cases=small_cases()[:1], dtypes=("float32",), rounds=1,
+        ...              min_seconds=0.0, backward_case=None)
+        >>> row = next(r for r in result["rows"] if r["implementation"] == "posenc half")
+        >>> row["max_error"] < 1e-5, row["copy_ratio"] > 0
+        (True, True)
+    """
+    device = torch.device(device)
+    for name in dtypes:
+        if name not in _DTYPES:
+            raise ValueError(f"dtypes must be from {tuple(_DTYPES)}, got {name!r}")
+    names = [c.name for c in cases]
+    if backward_case is not None and backward_case not in names:
+        raise ValueError(f"backward_case must be one of {names}, got {backward_case!r}")
+    machine = {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+    }
+    for package in ("triton", "transformers", "liger_kernel", "flash_attn"):
+        with contextlib.suppress(Exception):
+            machine[package] = __import__(package).__version__
+    rows = []
+    for case in cases:
+        for memory in ("model view", "contiguous"):
+            for dtype_name in dtypes:
+                rows += _case_rows(
+                    case, dtype_name, device, memory, rounds, min_seconds, False, log
+                )
+        if case.name == backward_case:
+            for dtype_name in dtypes:
+                rows += _case_rows(
+                    case, dtype_name, device, "model view", rounds, min_seconds, True, log
+                )
+    return {"machine": machine, "rows": rows}
+
+
+def model_share(
+    device: str | torch.device = "cuda",
+    *,
+    shape: dict | None = None,
+    prefill: tuple[tuple[int, int], ...] = ((1, 4096), (8, 4096)),
+    decode: tuple[int, int] = (64, 4095),
+    rounds: int = 5,
+    log: Callable[[str], None] = lambda line: None,
+) -> list[dict]:
+    """The share of a model's forward pass spent in RoPE: transformers' own, posenc's, none.
+
+    A two-layer ``LlamaModel`` shaped like Llama 3 8B (hidden 4,096, 32 heads, 8 key/value
+    heads, 14,336 MLP features, base 500,000), random weights, bfloat16 on a GPU, SDPA
+    attention. Timed three ways on the same inputs: as transformers runs it; with its
+    ``apply_rotary_pos_emb`` replaced by posenc's ``rope_qk`` (in place, positions from the
+    step); and with RoPE replaced by nothing. The share of a RoPE is ``(t - t_none) / t``.
+    The rotary module still makes its ``cos`` and ``sin`` in all three.
+
+    Args:
+        device: where to run.
+        shape: LlamaConfig fields to change (a CPU smoke run passes a tiny model).
+        prefill: ``(B, T)`` forward passes over ``T`` new tokens.
+        decode: ``(B, cached)``: one new token after a KV cache of ``cached`` positions.
+        rounds: timed rounds (median).
+        log: called with a line per measurement.
+
+    Returns:
+        One dict per step: ``step, ms_transformers, ms_posenc, ms_none, share_transformers,
+        share_posenc``, and ``posenc_vs_transformers``, ``none_vs_transformers``: the largest
+        difference of the last hidden state from transformers' own, over its largest entry
+        (near 0 with posenc's RoPE, large without any: the swap took effect).
+
+    Raises:
+        ImportError: without transformers.
+
+    Example:
+        >>> tiny = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+        ...             num_key_value_heads=2, vocab_size=64)
+        >>> rows = model_share("cpu", shape=tiny, prefill=((1, 16),), decode=(2, 15), rounds=1)
+        >>> [r["step"] for r in rows]
+        ['prefill B=1, T=16', 'decode B=2 after 15']
+    """
+    from transformers import DynamicCache, LlamaConfig, LlamaModel
+    from transformers.models.llama import modeling_llama
+
+    device = torch.device(device)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    fields = dict(
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        num_hidden_layers=2,
+        vocab_size=1024,
+        max_position_embeddings=131072,
+        rope_theta=BASE,
+        attn_implementation="sdpa",
+    )
+    fields.update(shape or {})
+    torch.manual_seed(0)
+    model = LlamaModel(LlamaConfig(**fields)).to(device=device, dtype=dtype).eval()
+    head_dim = fields["hidden_size"] // fields["num_attention_heads"]
+    inv_freq = rope.rope_inv_freq(head_dim, BASE).float().to(device)
+    state = {"offset": 0}
+    # transformers 5.x renames past_key_values to cache
+    cache_arg = (
+        "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    )
+    own = modeling_llama.apply_rotary_pos_emb
+
+    def posenc_rope(q, k, cos, sin, *args, **kwargs):
+        return fast.rope_qk(
+            q, k, None, inv_freq=inv_freq, layout="half", inplace=True, offset=state["offset"]
+        )
+
+    variants = {
+        "transformers": own,
+        "posenc": posenc_rope,
+        "none": lambda q, k, *args, **kwargs: (q, k),
+    }
+    steps = [(f"prefill B={b}, T={t}", b, t, 0) for b, t in prefill]
+    steps.append((f"decode B={decode[0]} after {decode[1]}", decode[0], 1, decode[1]))
+    out = []
+    timed = _timer(device)
+    try:
+        for label, batch, length, cached in steps:
+            ids = torch.randint(0, fields["vocab_size"], (batch, length), device=device)
+            cache = None
+            if cached:
+                cache = DynamicCache()
+                with torch.no_grad():
+                    past = torch.randint(0, fields["vocab_size"], (batch, cached), device=device)
+                    model(past, use_cache=True, **{cache_arg: cache})
+            position_ids = (torch.arange(length, device=device) + cached)[None].expand(batch, -1)
+            state["offset"] = cached
+
+            def forward(cache=cache, ids=ids, position_ids=position_ids, length=length):
+                with torch.no_grad():
+                    model(ids, position_ids=position_ids, use_cache=True, **{cache_arg: cache})
+                if cache is not None:
+                    cache.crop(-length)  # drop the new token: the same cache for every call
+
+            ms, hidden = {}, {}
+            for name, fn in variants.items():
+                modeling_llama.apply_rotary_pos_emb = fn
+                with torch.no_grad():  # the swap is real: the output with posenc's RoPE
+                    hidden[name] = model(  # is transformers', and without RoPE it is not
+                        ids, position_ids=position_ids, use_cache=True, **{cache_arg: cache}
+                    ).last_hidden_state.float()
+                if cache is not None:
+                    cache.crop(-length)
+                ms[name] = statistics.median(timed(forward, 1)[0] for _ in range(rounds)) * 1e3
+            scale = float(hidden["transformers"].abs().max())
+            out.append(
+                {
+                    "step": label,
+                    "ms_transformers": ms["transformers"],
+                    "ms_posenc": ms["posenc"],
+                    "ms_none": ms["none"],
+                    "share_transformers": (ms["transformers"] - ms["none"]) / ms["transformers"],
+                    "share_posenc": (ms["posenc"] - ms["none"]) / ms["posenc"],
+                    "posenc_vs_transformers": float(
+                        (hidden["posenc"] - hidden["transformers"]).abs().max() / scale
+                    ),
+                    "none_vs_transformers": float(
+                        (hidden["none"] - hidden["transformers"]).abs().max() / scale
+                    ),
+                }
+            )
+            log(f"  {label}: " + ", ".join(f"{k} {v:.2f} ms" for k, v in ms.items()))
+    finally:
+        modeling_llama.apply_rotary_pos_emb = own
+    return out
+
+
+_FIGURE_SERIES = (
+    "posenc half in place",
+    "posenc half",
+    "liger in place",
+    "flash-attn in place",
+    "transformers eager",
+    "transformers compiled",
+)
+
+
+def format_rows(result: dict) -> str:
+    """The measured rows as text: one block per (case, memory, dtype, pass).
+
+    Example:
+        >>> row = dict(case="c", memory="model view", dtype="bfloat16", pass_="forward")
+        >>> print(format_rows({"rows": [{**row, "pass": "forward", "implementation": "copy_",
+        ...     "us": 2.0, "host_us": 1.0, "copy_ratio": 1.0, "clone_ratio": 1.1,
+        ...     "max_error": None, "note": ""}]}))
+        c, model view, bfloat16, forward
+          copy_                           2.0 us  x copy_ 1.00  host 1.0 us
+    """
+    lines, last = [], None
+    for r in result["rows"]:
+        head = (r["case"], r["memory"], r["dtype"], r["pass"])
+        if head != last:
+            lines.append(", ".join(head))
+            last = head
+        if "us" not in r:
+            lines.append(f"  {r['implementation']:26s}  {r['note']}")
+            continue
+        err = "" if r["max_error"] is None else f"  max error {r['max_error']:.2g}"
+        lines.append(
+            f"  {r['implementation']:26s} {r['us']:8.1f} us  x copy_ {r['copy_ratio']:.2f}"
+            f"  host {r['host_us']:.1f} us{err}"
+        )
+    return "\n".join(lines)
+
+
+def figure(result: dict, *, dtype: str = "bfloat16", memory: str = "model view"):
+    """Each case's ratio to ``copy_`` (1 = as fast as moving the bytes), per implementation.
+
+    Args:
+        result: what :func:`run` returned.
+        dtype: which dtype's rows.
+        memory: ``"model view"`` or ``"contiguous"``.
+
+    Returns:
+        A matplotlib figure.
+
+    Raises:
+        ValueError: when ``result`` has no forward rows for ``dtype`` and ``memory``.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> row = dict(case="c", memory="model view", dtype="bfloat16", implementation="posenc half",
+        ...            copy_ratio=0.9, note="")
+        >>> plt.close(figure({"machine": {"device": "cpu"}, "rows": [{**row, "pass": "forward"}]}))
+    """
+    from posenc import plots
+
+    rows = [
+        r
+        for r in result["rows"]
+        if r["dtype"] == dtype and r["memory"] == memory and r["pass"] == "forward"
+    ]
+    if not rows:
+        raise ValueError(f"result has no forward rows for dtype={dtype!r}, memory={memory!r}")
+    cases = list(dict.fromkeys(r["case"] for r in rows))
+    fig, ax = plots.figure(height=3.4)
+    width = 0.8 / len(_FIGURE_SERIES)
+    for i, name in enumerate(_FIGURE_SERIES):
+        ratios = [
+            next((r["copy_ratio"] for r in rows if r["case"] == c and r["implementation"] == name
+                  and "copy_ratio" in r), 0.0)
+            for c in cases
+        ]  # fmt: skip
+        ax.bar([j + (i - 2.5) * width for j in range(len(cases))], ratios, width, label=name)
+    ax.axhline(1.0, color="0.3", lw=0.8, ls="--")
+    ax.set_xticks(range(len(cases)), [c.replace(", D", "\nD") for c in cases])
+    ax.set_ylabel("time of copy_ / time")
+    ax.set_title(f"{result['machine']['device']}, {dtype}, {memory}")
+    ax.legend(fontsize=8, ncols=2)
+    return fig
+
+
+def write(result: dict, out_dir) -> tuple:
+    """Write ``rope_peers.json`` and ``rope_peers.png`` (bfloat16, the model's layout).
+
+    Example:
+        >>> import tempfile
+        >>> row = dict(case="c", memory="model view", dtype="bfloat16", implementation="copy_",
+        ...            copy_ratio=1.0, note="", **{"pass": "forward"})
+        >>> [p.name for p in write({"machine": {"device": "cpu"}, "rows": [row]}, tempfile.mkdtemp())]
+        ['rope_peers.json', 'rope_peers.png']
+    """
+    import json
+    from pathlib import Path
+
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, png_path = out / "rope_peers.json", out / "rope_peers.png"
+    json_path.write_text(json.dumps(result, indent=1) + "\n")
+    dtype = (
+        "bfloat16"
+        if any(r["dtype"] == "bfloat16" for r in result["rows"])
+        else result["rows"][0]["dtype"]
+    )
+    fig = figure(result, dtype=dtype)
+    fig.savefig(png_path, dpi=100)
+    plt.close(fig)
+    return json_path, png_path

@@ -1,0 +1,62 @@
+"""posenc.bench.peers on the CPU: the side-by-side harness and the model measurement run, their
+rows say what they measured, and the swap of RoPE inside the model is real."""
+
+from __future__ import annotations
+
+import pytest
+
+from posenc.bench import peers
+
+TINY = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=64,
+)
+
+
+@pytest.fixture(scope="module")
+def result():
+    return peers.run(
+        "cpu", cases=peers.small_cases(), dtypes=("bfloat16",), rounds=1, min_seconds=0.0,
+        backward_case=peers.small_cases()[0].name,
+    )  # fmt: skip
+
+
+def test_every_implementation_is_measured_or_says_why_not(result):
+    for case in peers.small_cases():
+        for memory in ("model view", "contiguous"):
+            rows = [r for r in result["rows"] if r["case"] == case.name and r["memory"] == memory]
+            names = {r["implementation"] for r in rows if r["pass"] == "forward"}
+            assert {"copy_", "clone", "posenc half in place", "posenc interleaved"} <= names
+            assert {"liger in place", "flash-attn in place"} <= names
+            for r in rows:
+                assert ("us" in r) != bool(r["note"]), r  # a time, or the reason for none
+
+
+def test_each_result_is_checked_against_float64(result):
+    timed = [r for r in result["rows"] if r.get("max_error") is not None]
+    assert {r["implementation"] for r in timed} >= {"posenc half", "transformers eager"}
+    for r in timed:  # bfloat16 outputs of magnitude up to about 4: half an ulp is 1/64
+        assert r["max_error"] <= 2**-6 if r["implementation"].startswith("posenc") else 2**-4, r
+
+
+def test_forward_plus_backward_leaves_out_the_in_place_forms(result):
+    backward = {r["implementation"] for r in result["rows"] if r["pass"] == "forward+backward"}
+    assert "posenc half" in backward and "posenc half in place" not in backward
+
+
+def test_the_model_measurement_swaps_rope_for_real():
+    rows = peers.model_share("cpu", shape=TINY, prefill=((1, 16),), decode=(2, 15), rounds=1)
+    for row in rows:
+        assert row["posenc_vs_transformers"] < 1e-5  # posenc's RoPE: transformers' output
+        assert row["none_vs_transformers"] > 1e-3  # no RoPE: another output
+        assert row["ms_none"] > 0 and -1 < row["share_posenc"] < 1
+
+
+def test_files_are_written(result, tmp_path):
+    json_path, png_path = peers.write(result, tmp_path)
+    assert json_path.stat().st_size > 0 and png_path.stat().st_size > 0
+    with pytest.raises(ValueError, match="no forward rows"):
+        peers.figure(result, dtype="float16")
