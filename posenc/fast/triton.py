@@ -127,6 +127,8 @@ def _launch(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse) -> 
     on q's device; ``k`` may be None.
     """
     n_b, n_q, length, dim = q.shape
+    if n_b * length == 0:
+        return
     half = dim // 2
     block_half = _pow2(half)
     heads_per_tile = max(1, _TILE // (2 * block_half))
@@ -421,8 +423,11 @@ def rope_triton(
         RuntimeError: when Triton cannot run on x's device (see :func:`triton_available`).
 
     Example:
-        >>> x = torch.randn(2, 4, 8)
-        >>> y = rope_triton(x.cuda()) if triton_available() else x  # doctest: +SKIP
+        >>> x = torch.randn(2, 5, 3, 16).transpose(1, 2)  # [B, H, T, D] view of [B, T, H, D]
+        >>> x = x.cuda() if triton_available("cuda") else x
+        >>> if triton_available(x.device.type):  # on a CPU: under TRITON_INTERPRET=1
+        ...     y = rope_triton(x, torch.arange(5) + 7, layout="half")
+        ...     assert y.stride() == x.stride() and torch.allclose(y.norm(dim=-1), x.norm(dim=-1))
     """
     check_bool("inplace", inplace)
     _check_x("x", x)
@@ -500,8 +505,12 @@ def rope_qk_triton(
         RuntimeError: when Triton cannot run on q's device (see :func:`triton_available`).
 
     Example:
-        >>> q, k = torch.randn(1, 4, 6, 8), torch.randn(1, 2, 6, 8)  # doctest: +SKIP
-        >>> rq, rk = rope_qk_triton(q.cuda(), k.cuda(), torch.arange(6).cuda())  # doctest: +SKIP
+        >>> q, k = torch.randn(2, 4, 6, 8), torch.randn(2, 2, 6, 8)  # 4 query, 2 key heads
+        >>> q, k = (q.cuda(), k.cuda()) if triton_available("cuda") else (q, k)
+        >>> rows = torch.arange(6, device=q.device) + torch.tensor([[0], [100]], device=q.device)
+        >>> if triton_available(q.device.type):  # on a CPU: under TRITON_INTERPRET=1
+        ...     rq, rk = rope_qk_triton(q, k, rows)  # [B, T]: each batch entry its positions
+        ...     assert rq.shape == q.shape and rk.shape == k.shape
     """
     check_bool("inplace", inplace)
     for name, t in (("q", q), ("k", k)):
