@@ -52,7 +52,12 @@ HEADS = (32, 8)
 
 @dataclasses.dataclass(frozen=True)
 class Case:
-    """One call shape: ``q [batch, 32, length, dim]``, ``k [batch, 8, length, dim]``."""
+    """One call shape: ``q [batch, 32, length, dim]``, ``k [batch, 8, length, dim]``.
+
+    Example:
+        >>> Case("decode", batch=64, length=1, dim=128, offset=4095).offset
+        4095
+    """
 
     name: str
     batch: int
