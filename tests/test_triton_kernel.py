@@ -367,3 +367,30 @@ def test_compiles_for_a_gpu_as_intended(monkeypatch):
         assert "cvt.rn.bf16" in ptx and "cvt.rz" not in ptx, layout  # to nearest, not toward 0
         assert ".approx" not in ptx, layout
         assert "ld.global.v4.b32" in ptx and "st.global.v4.b32" in ptx, layout
+
+
+def test_the_fast_path_sends_a_gpu_call_to_one_launch(monkeypatch):
+    """``posenc.fast`` on a GPU tensor (the meta device standing in, the launch recorded):
+    ``rope_qk`` with positions as ``apply_rope`` takes them, ``[T]`` or ``[B, 1, T]``, is one
+    launch for q and k; ``apply_rope_`` and ``apply_rope`` one launch each, with the offset."""
+    from posenc.fast import kernels
+
+    launches = []
+    monkeypatch.setattr(tr, "_runs_here", lambda device: True)
+    monkeypatch.setattr(tr, "_launch", lambda *args: launches.append(args))
+    monkeypatch.setattr(kernels, "triton_available", lambda device="cuda": True)
+    monkeypatch.setattr(kernels, "_TRITON_DEVICES", ("cuda", "meta"))
+    q = torch.empty(2, 6, 4, 16, device="meta").transpose(1, 2)
+    k = torch.empty(2, 6, 2, 16, device="meta").transpose(1, 2)
+    per_batch = torch.zeros(2, 1, 6, dtype=torch.int64, device="meta")
+    for positions in (None, torch.arange(6, device="meta"), per_batch):
+        launches.clear()
+        kernels.rope_qk(q, k, positions, layout="half", inplace=True, offset=5)
+        assert len(launches) == 1
+        _, _, k_in, _, rows, offset, *_ = launches[0]
+        assert k_in is k and offset == 5
+        assert rows is None if positions is None else rows.shape in ((1, 6), (2, 6))
+    launches.clear()
+    kernels.apply_rope_(q, per_batch, offset=3)
+    kernels.apply_rope(k, offset=3)
+    assert len(launches) == 2 and [a[5] for a in launches] == [3, 3]

@@ -709,12 +709,16 @@ def _rotate_best(src, dst, tables: _Tables, layout: str) -> None:
         _rotate_into(src, dst, tables, layout, _budget_for(src))
 
 
+_TRITON_DEVICES = ("cuda",)
+"""Device types whose tensors go to the Triton kernel (the tests add ``meta`` as a stand-in)."""
+
+
 def _use_triton(x, positions) -> bool:
     """Whether the Triton kernel serves this call: CUDA, a dtype it takes, and positions that
     do not broadcast ``x`` to a larger shape (checked on shapes only, nothing read from the GPU)."""
     if not (
         isinstance(x, torch.Tensor)
-        and x.device.type == "cuda"
+        and x.device.type in _TRITON_DEVICES
         and x.dtype in TRITON_DTYPES
         and x.dim() >= 2
         and triton_available()
