@@ -7,14 +7,6 @@ import pytest
 
 from posenc.bench import peers
 
-TINY = dict(
-    hidden_size=64,
-    intermediate_size=128,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    vocab_size=64,
-)
-
 
 @pytest.fixture(scope="module")
 def result():
@@ -48,7 +40,9 @@ def test_forward_plus_backward_leaves_out_the_in_place_forms(result):
 
 
 def test_the_model_measurement_swaps_rope_for_real():
-    rows = peers.model_share("cpu", shape=TINY, prefill=((1, 16),), decode=(2, 15), rounds=1)
+    rows = peers.model_share(
+        "cpu", shape=peers.TINY_MODEL, prefill=((1, 16),), decode=(2, 15), rounds=1
+    )
     for row in rows:
         assert row["posenc_vs_transformers"] < 1e-5  # posenc's RoPE: transformers' output
         assert row["none_vs_transformers"] > 1e-3  # no RoPE: another output

@@ -123,17 +123,7 @@ def _peers(device: str, args) -> int:
     backward = cases[0].name if small else "B=8, T=4k, D=128"
     result = peers.run(device, cases=cases, dtypes=dtypes, backward_case=backward, log=print)
     print(peers.format_rows(result))
-    tiny = dict(
-        shape=dict(
-            hidden_size=64,
-            intermediate_size=128,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            vocab_size=64,
-        ),
-        prefill=((1, 64),),
-        decode=(4, 63),
-    )
+    tiny = dict(shape=peers.TINY_MODEL, prefill=((1, 64),), decode=(4, 63))
     try:
         result["model"] = peers.model_share(device, log=print, **(tiny if small else {}))
         for row in result["model"]:

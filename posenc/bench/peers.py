@@ -44,7 +44,17 @@ import torch
 from posenc import rope
 from posenc.fast import kernels as fast
 
-__all__ = ["CASES", "Case", "figure", "format_rows", "model_share", "run", "small_cases", "write"]
+__all__ = [
+    "CASES",
+    "TINY_MODEL",
+    "Case",
+    "figure",
+    "format_rows",
+    "model_share",
+    "run",
+    "small_cases",
+    "write",
+]
 
 HEADS = (32, 8)
 """Query and key heads, as Llama 3 8B (grouped-query attention)."""
@@ -86,6 +96,15 @@ def small_cases() -> tuple[Case, ...]:
     """
     return (Case("B=1, T=64, D=64", 1, 64, 64), Case("decode: B=4, T=1, D=64", 4, 1, 64, 63))
 
+
+TINY_MODEL = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=64,
+)
+"""A Llama small enough for a CPU smoke run of :func:`model_share` (its ``shape``)."""
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 BASE = 500000.0
@@ -386,9 +405,7 @@ def model_share(
         ImportError: without transformers.
 
     Example:
-        >>> tiny = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
-        ...             num_key_value_heads=2, vocab_size=64)
-        >>> rows = model_share("cpu", shape=tiny, prefill=((1, 16),), decode=(2, 15), rounds=1)
+        >>> rows = model_share("cpu", shape=TINY_MODEL, prefill=((1, 16),), decode=(2, 15), rounds=1)
         >>> [r["step"] for r in rows]
         ['prefill B=1, T=16', 'decode B=2 after 15']
     """
