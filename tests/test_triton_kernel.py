@@ -394,3 +394,33 @@ def test_the_fast_path_sends_a_gpu_call_to_one_launch(monkeypatch):
     kernels.apply_rope_(q, per_batch, offset=3)
     kernels.apply_rope(k, offset=3)
     assert len(launches) == 2 and [a[5] for a in launches] == [3, 3]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_on_a_gpu_the_same_numbers(dtype, layout, monkeypatch):
+    """The compiled kernel on a GPU gives the interpreter's numbers: the arithmetic spelled out."""
+    monkeypatch.delenv("TRITON_INTERPRET")
+    torch.manual_seed(0)
+    for maker in MAKERS.values():
+        x = maker(dtype)
+        for kind, offset in (("arange", 0), ("far and negative", 0), ("per batch", 7)):
+            positions = _positions(kind, x)
+            on_gpu = None if positions is None else positions.cuda()
+            got = tr.rope_triton(x.cuda(), on_gpu, layout=layout, offset=offset).cpu()
+            want = _oracle(x, positions, offset, layout)
+            if dtype == torch.float64:
+                torch.testing.assert_close(got, want, rtol=1e-14, atol=1e-14)
+            else:
+                assert torch.equal(got, want), (kind, (got.double() - want.double()).abs().max())
+    q, k = _model_view(2, 64, 32, 128, dtype).cuda(), _model_view(2, 64, 8, 128, dtype).cuda()
+    rows = torch.arange(64, device="cuda") + torch.tensor([[0], [4000]], device="cuda")
+    for got, x in zip(tr.rope_qk_triton(q, k, rows, layout=layout), (q, k), strict=True):
+        want = _oracle(x.cpu(), rows.cpu()[:, None], 0, layout)
+        torch.testing.assert_close(
+            got.cpu(),
+            want,
+            rtol=1e-14 if dtype == torch.float64 else 0,
+            atol=1e-14 if dtype == torch.float64 else 0,
+        )
