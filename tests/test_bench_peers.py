@@ -31,7 +31,8 @@ def test_each_result_is_checked_against_float64(result):
     timed = [r for r in result["rows"] if r.get("max_error") is not None]
     assert {r["implementation"] for r in timed} >= {"posenc half", "transformers eager"}
     for r in timed:  # bfloat16 outputs of magnitude up to about 4: half an ulp is 1/64
-        assert r["max_error"] <= 2**-6 if r["implementation"].startswith("posenc") else 2**-4, r
+        bound = 2**-6 if r["implementation"].startswith("posenc") else 2**-4
+        assert r["max_error"] <= bound, r
 
 
 def test_forward_plus_backward_leaves_out_the_in_place_forms(result):

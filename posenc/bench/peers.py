@@ -233,12 +233,10 @@ def _case_rows(case, dtype_name, device, memory, rounds, min_seconds, backward, 
     k0 = _make(case, HEADS[1], dtype, device, memory, gen)
     positions = torch.arange(case.length, device=device)[None].expand(case.batch, -1) + case.offset
     positions = positions[:, None]  # [B, 1, T]: per batch entry, as apply_rope broadcasts
-    if hasattr(torch, "_dynamo"):
-        torch._dynamo.reset()  # a fresh compile per case: no recompile limit across shapes
+    torch._dynamo.reset()  # a fresh compile per case: no recompile limit across shapes
     peers = _peers(case, dtype, device, positions)
     want = {lay: _reference(q0, k0, case, lay) for lay in ("half", "interleaved")}
     q_buf, k_buf = torch.empty_like(q0), torch.empty_like(k0)
-    work = {}  # each implementation gets its own writable copies
     fns: dict[str, Callable] = {
         "copy_": lambda: (q_buf.copy_(q0), k_buf.copy_(k0)),
         "clone": lambda: (q0.clone(), k0.clone()),
@@ -260,23 +258,16 @@ def _case_rows(case, dtype_name, device, memory, rounds, min_seconds, backward, 
         except Exception as exc:  # a peer that fails here is reported, not fatal
             rows.append({"implementation": name, "note": f"failed: {type(exc).__name__}: {exc}"})
             continue
+        if backward and writes:  # in place on a leaf: autograd refuses, as it should
+            continue
         errors[name] = err
         if backward:
-            q, k = q0.clone().requires_grad_(), k0.clone().requires_grad_()
-            gq, gk = torch.ones_like(q0), torch.ones_like(k0)
-
-            def step(fn=fn, q=q, k=k, gq=gq, gk=gk):
-                torch.autograd.backward(fn(q, k), (gq, gk))
-
-            if writes:  # in place on a leaf: autograd refuses, as it should
-                continue
-            fns[name] = step
-        else:
-            work[name] = (q0.clone(), k0.clone()) if writes else (q0, k0)
-            fns[name] = lambda fn=fn, name=name: fn(*work[name])
-    if backward:
-        fns.pop("clone")
-        fns["copy_"] = lambda: (q_buf.copy_(q0), k_buf.copy_(k0))
+            leaves = (q0.clone().requires_grad_(), k0.clone().requires_grad_())
+            grads = (torch.ones_like(q0), torch.ones_like(k0))
+            fns[name] = lambda fn=fn, a=leaves, g=grads: torch.autograd.backward(fn(*a), g)
+        else:  # one writable copy per in-place peer, rotated again at every call
+            args = (q0.clone(), k0.clone()) if writes else (q0, k0)
+            fns[name] = lambda fn=fn, a=args: fn(*a)
     times = _measure(fns, device, rounds, min_seconds)
     copy = times["copy_"][0]
     clone = times.get("clone", (math.nan,))[0]

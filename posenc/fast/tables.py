@@ -15,7 +15,13 @@ from collections import OrderedDict
 
 import torch
 
-from posenc._validate import check_even_dim, check_layout, check_positions, check_positive_float
+from posenc._validate import (
+    check_even_dim,
+    check_int,
+    check_layout,
+    check_positions,
+    check_positive_float,
+)
 from posenc.rope import _angles, _check_inv_freq, _check_rope_input, _join, rope_inv_freq
 
 __all__ = ["cache_clear", "cache_info", "rope_tables"]
@@ -39,9 +45,7 @@ class _Args:
 
     def __init__(self, x, positions, base, inv_freq, layout, offset=0):
         x, p = _check_rope_input(x, positions)
-        if isinstance(offset, bool) or not isinstance(offset, int):
-            raise TypeError(f"offset must be an int, got {type(offset).__name__}: {offset!r}")
-        if offset:
+        if check_int("offset", offset):
             p = p + offset
         self.layout = check_layout(layout)
         dim = x.shape[-1]

@@ -41,7 +41,13 @@ import os
 
 import torch
 
-from posenc._validate import check_bool, check_layout, check_positive_float, check_tensor
+from posenc._validate import (
+    check_bool,
+    check_int,
+    check_layout,
+    check_positive_float,
+    check_tensor,
+)
 from posenc.rope import _check_inv_freq, _rotate, rope_inv_freq
 
 __all__ = ["TRITON_DTYPES", "rope_qk_triton", "rope_triton", "triton_available"]
@@ -219,6 +225,9 @@ def _rope_qk_(q, k, positions, offset, inv_freq, interleaved, inverse):
     _launch(q, q, k, k, positions, offset, inv_freq, interleaved, inverse)
 
 
+_IMPLS = {"rope": _rope, "rope_qk": _rope_qk, "rope_": _rope_, "rope_qk_": _rope_qk_}
+
+
 def _register():
     """The four operations as ``torch.ops.posenc.*`` (torch 2.4 or later; else None):
     opaque to ``torch.compile``, which sees their shapes through the fake functions, and
@@ -232,9 +241,8 @@ def _register():
         "rope_": (("x",), f"(Tensor(a!) x, {args}) -> ()"),
         "rope_qk_": (("q", "k"), f"(Tensor(a!) q, Tensor(b!) k, {args}) -> ()"),
     }
-    impls = {"rope": _rope, "rope_qk": _rope_qk, "rope_": _rope_, "rope_qk_": _rope_qk_}
     ops = {
-        name: torch.library.custom_op(f"posenc::{name}", impls[name], mutates_args=m, schema=s)
+        name: torch.library.custom_op(f"posenc::{name}", _IMPLS[name], mutates_args=m, schema=s)
         for name, (m, s) in schemas.items()
     }
     ops["rope"].register_fake(lambda x, *_: torch.empty_like(x))
@@ -270,9 +278,7 @@ def _call(name, *tensors_and_args, grad=False):
     which is what a decoding step is made of)."""
     if grad or torch.compiler.is_compiling():
         return _OPS[name](*tensors_and_args)
-    return {"rope": _rope, "rope_qk": _rope_qk, "rope_": _rope_, "rope_qk_": _rope_qk_}[name](
-        *tensors_and_args
-    )
+    return _IMPLS[name](*tensors_and_args)
 
 
 # --- the public functions -----------------------------------------------------------------------
@@ -311,15 +317,8 @@ def _check_device(x: torch.Tensor) -> None:
     if _OPS is None or not _runs_here(x.device):
         raise RuntimeError(
             f"the Triton kernel cannot run on {x.device}: it needs Triton, torch 2.4 or later "
-            "and a CUDA tensor "
-            "(or TRITON_INTERPRET=1 for a CPU tensor)"
+            "and a CUDA tensor (or TRITON_INTERPRET=1 for a CPU tensor)"
         )
-
-
-def _check_offset(offset: object) -> int:
-    if isinstance(offset, bool) or not isinstance(offset, int):
-        raise TypeError(f"offset must be an int, got {type(offset).__name__}: {offset!r}")
-    return offset
 
 
 def _freqs(x, base, inv_freq) -> torch.Tensor:
@@ -331,6 +330,14 @@ def _freqs(x, base, inv_freq) -> torch.Tensor:
             return rope_inv_freq(x.shape[-1], base).to(device=x.device, dtype=dtype)
         return _default_inv_freq(x.shape[-1], base, dtype, x.device)
     return _on("inv_freq", _check_inv_freq(inv_freq, x.shape[-1]), x.device).to(dtype)
+
+
+def _check_no_overlap(name: str, t: torch.Tensor) -> None:
+    """An in-place rotation needs every element of ``t`` once (an expanded view has repeats)."""
+    if any(st == 0 and n > 1 for st, n in zip(t.stride(), t.shape, strict=True)):
+        raise ValueError(
+            f"{name} must not overlap itself for an in-place rotation, got strides {t.stride()}"
+        )
 
 
 def _on(name: str, t: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -432,7 +439,7 @@ def rope_triton(
     check_bool("inplace", inplace)
     _check_x("x", x)
     layout = check_layout(layout)
-    offset = _check_offset(offset)
+    offset = check_int("offset", offset)
     freqs = _freqs(x, base, inv_freq)
     x4 = _bhtd(x)
     if x4 is None:  # leading dims that do not merge: one slice of the first at a time
@@ -461,10 +468,7 @@ def rope_triton(
     grad = torch.is_grad_enabled() and x.requires_grad
     if not inplace:
         return _call("rope", x4, rows, offset, freqs, *flags, grad=grad).view(x.shape)
-    if any(st == 0 and n > 1 for st, n in zip(x.stride(), x.shape, strict=True)):
-        raise ValueError(
-            f"x must not overlap itself for an in-place rotation, got strides {x.stride()}"
-        )
+    _check_no_overlap("x", x)
     if grad:  # autograd records the copy (and refuses a leaf)
         x.copy_(_call("rope", x4, rows, offset, freqs, *flags, grad=True).view(x.shape))
     else:
@@ -527,7 +531,7 @@ def rope_qk_triton(
             f"and {k.dtype} on {k.device}"
         )
     layout = check_layout(layout)
-    offset = _check_offset(offset)
+    offset = check_int("offset", offset)
     freqs = _freqs(q, base, inv_freq)
     rows = None
     if positions is not None:
@@ -545,11 +549,8 @@ def rope_qk_triton(
     grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
     if not inplace:
         return _call("rope_qk", q, k, rows, offset, freqs, *flags, grad=grad)
-    for name, t in (("q", q), ("k", k)):
-        if any(st == 0 and n > 1 for st, n in zip(t.stride(), t.shape, strict=True)):
-            raise ValueError(
-                f"{name} must not overlap itself for an in-place rotation, got strides {t.stride()}"
-            )
+    _check_no_overlap("q", q)
+    _check_no_overlap("k", k)
     if grad:  # autograd records the copies (and refuses leaves)
         rq, rk = _call("rope_qk", q, k, rows, offset, freqs, *flags, grad=True)
         q.copy_(rq)
