@@ -59,33 +59,33 @@ def rotate_heads(
     BLOCK_HALF: tl.constexpr,
     BY_HAND: tl.constexpr,
 ):
-    # every head of one (batch, position): tiles [BLOCK_H, D] of whole rows
+    # every head of one (batch, position), BLOCK_H heads at a time: whole rows [D] loaded as
+    # they lie (contiguous when the features are), each pair's two features then split in
+    # registers; the half-split layout's rows are [2, D/2], turned into [D/2, 2] first
     src_at = src + b * s_b + t * s_t
     dst_at = dst + b * d_b + t * d_t
+    r = tl.arange(0, 2 * BLOCK_HALF)
+    if INTERLEAVED:
+        feats = r
+        in_row = r < 2 * half
+    else:  # the two halves of a row, each padded to BLOCK_HALF when D/2 is not a power of 2
+        feats = (r // BLOCK_HALF) * half + r % BLOCK_HALF
+        in_row = r % BLOCK_HALF < half
     for h0 in range(0, n_heads, BLOCK_H):
         heads = (h0 + tl.arange(0, BLOCK_H)).to(tl.int64)
-        live = (heads < n_heads)[:, None]
+        mask = (heads < n_heads)[:, None] & in_row[None, :]
+        x = tl.load(src_at + heads[:, None] * s_h + feats[None, :] * s_d, mask=mask)
+        x = x.to(c.dtype)
         if INTERLEAVED:
-            feats = tl.arange(0, 2 * BLOCK_HALF)
-            mask = live & (feats < 2 * half)[None, :]
-            x = tl.load(src_at + heads[:, None] * s_h + feats[None, :] * s_d, mask=mask)
-            x1, x2 = tl.split(tl.reshape(x.to(c.dtype), (BLOCK_H, BLOCK_HALF, 2)))
-            o1 = x1 * c - x2 * s
-            o2 = x1 * s + x2 * c
-            o = tl.reshape(tl.join(o1, o2), (BLOCK_H, 2 * BLOCK_HALF))
-            out_at = dst_at + heads[:, None] * d_h + feats[None, :] * d_d
-            tl.store(out_at, rounded(o, dst.dtype.element_ty, BY_HAND), mask=mask)
+            x1, x2 = tl.split(tl.reshape(x, (BLOCK_H, BLOCK_HALF, 2)))
         else:
-            pairs = tl.arange(0, BLOCK_HALF)
-            mask = live & (pairs < half)[None, :]
-            at = src_at + heads[:, None] * s_h + pairs[None, :] * s_d
-            x1 = tl.load(at, mask=mask).to(c.dtype)
-            x2 = tl.load(at + half * s_d, mask=mask).to(c.dtype)
-            o1 = x1 * c - x2 * s
-            o2 = x1 * s + x2 * c
-            out_at = dst_at + heads[:, None] * d_h + pairs[None, :] * d_d
-            tl.store(out_at, rounded(o1, dst.dtype.element_ty, BY_HAND), mask=mask)
-            tl.store(out_at + half * d_d, rounded(o2, dst.dtype.element_ty, BY_HAND), mask=mask)
+            x1, x2 = tl.split(tl.permute(tl.reshape(x, (BLOCK_H, 2, BLOCK_HALF)), (0, 2, 1)))
+        o = tl.join(x1 * c - x2 * s, x1 * s + x2 * c)
+        if not INTERLEAVED:
+            o = tl.permute(o, (0, 2, 1))
+        o = tl.reshape(o, (BLOCK_H, 2 * BLOCK_HALF))
+        out_at = dst_at + heads[:, None] * d_h + feats[None, :] * d_d
+        tl.store(out_at, rounded(o, dst.dtype.element_ty, BY_HAND), mask=mask)
 
 
 @triton.jit(do_not_specialize=["offset"])  # a new offset every decoding step: one build
