@@ -19,10 +19,19 @@ import sys
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from posenc.fast import triton as tr
 from posenc.rope import rope_inv_freq
+
+if importlib.util.find_spec("triton") is not None:
+    # Triton builds its own library functions when it is first imported, for the GPU or for
+    # the interpreter as TRITON_INTERPRET says at that moment; the interpreter runs the GPU
+    # build, but a GPU launch refuses the interpreter's (Triton 3.6), so import it before any
+    # test switches the interpreter on
+    import triton.language  # noqa: F401
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("triton") is None or tr._OPS is None,
@@ -396,6 +405,28 @@ def test_the_fast_path_sends_a_gpu_call_to_one_launch(monkeypatch):
     assert len(launches) == 2 and [a[5] for a in launches] == [3, 3]
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    x_shape=st.lists(st.integers(0, 3), min_size=2, max_size=5),
+    p_shape=st.lists(st.integers(0, 3), min_size=2, max_size=5),
+)
+def test_the_fast_path_takes_positions_that_broadcast_into_x(x_shape, p_shape):
+    """The dispatch's shape rule, written by hand for speed, is torch's: positions go to the
+    kernel when they broadcast against ``x``'s leading shape without enlarging it."""
+    from posenc.fast import kernels
+
+    x = torch.empty(x_shape, device="meta")
+    positions = torch.empty(p_shape, dtype=torch.int64, device="meta")
+    try:
+        fits = torch.broadcast_shapes(positions.shape, x.shape[:-1]) == x.shape[:-1]
+    except RuntimeError:
+        fits = False
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kernels, "triton_available", lambda device="cuda": True)
+        patch.setattr(kernels, "_TRITON_DEVICES", ("cuda", "meta"))
+        assert kernels._use_triton(x, positions) == fits
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -424,3 +455,56 @@ def test_on_a_gpu_the_same_numbers(dtype, layout, monkeypatch):
             rtol=1e-14 if dtype == torch.float64 else 0,
             atol=1e-14 if dtype == torch.float64 else 0,
         )
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("inplace", [False, True])
+def test_on_a_gpu_a_call_is_captured_in_a_cuda_graph(inplace, monkeypatch):
+    """No host work reads the device: a call captured in a CUDA graph and replayed with new
+    positions and new inputs gives what an eager call gives."""
+    monkeypatch.delenv("TRITON_INTERPRET")
+    q = _model_view(2, 16, 32, 128, torch.bfloat16).cuda()
+    k = _model_view(2, 16, 8, 128, torch.bfloat16).cuda()
+    rows = torch.arange(16, device="cuda").repeat(2, 1)
+    static = [x.clone() for x in (q, k)]
+
+    def step():
+        return tr.rope_qk_triton(*static, rows, inplace=inplace, offset=5)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()  # warm: the kernel built, the frequencies cached
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    rows.copy_(rows + torch.tensor([[0], [3000]], device="cuda"))
+    for s, x in zip(static, (q, k), strict=True):
+        s.copy_(x)
+    graph.replay()
+    want = tr.rope_qk_triton(q, k, rows, offset=5)
+    assert all(torch.equal(a, b) for a, b in zip(out, want, strict=True))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_compiled_whole_with_inductor_and_trained(monkeypatch):
+    """torch.compile's default backend (inductor) with fullgraph=True gives the eager
+    numbers forward and backward, and the backward is the inverse rotation."""
+    monkeypatch.delenv("TRITON_INTERPRET")
+    q = _model_view(2, 64, 32, 128, torch.bfloat16).cuda().requires_grad_()
+    k = _model_view(2, 64, 8, 128, torch.bfloat16).cuda().requires_grad_()
+    rows = torch.arange(64, device="cuda").repeat(2, 1)
+
+    def loss(q, k):
+        rq, rk = tr.rope_qk_triton(q, k, rows, offset=7)
+        return (rq.float() ** 2).sum() + (rk.float() * 3).sum()
+
+    compiled = torch.compile(loss, fullgraph=True)
+    got = torch.autograd.grad(compiled(q, k), (q, k))
+    want = torch.autograd.grad(loss(q, k), (q, k))
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    # d/dk of sum(3 * rotate(k)) is the inverse rotation of 3 everywhere
+    threes = torch.full_like(k, 3.0)
+    inverse = _oracle(threes.cpu(), rows.cpu()[:, None] + 7, 0, "half", inverse=True)
+    assert torch.equal(want[1].cpu(), inverse)
