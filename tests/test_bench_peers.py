@@ -4,7 +4,9 @@ rows say what they measured, and the swap of RoPE inside the model is real."""
 from __future__ import annotations
 
 import pytest
+import torch
 
+from posenc import rope
 from posenc.bench import peers
 
 
@@ -48,6 +50,19 @@ def test_the_model_measurement_swaps_rope_for_real():
         assert row["posenc_vs_transformers"] < 1e-5  # posenc's RoPE: transformers' output
         assert row["none_vs_transformers"] > 1e-3  # no RoPE: another output
         assert row["ms_none"] > 0 and -1 < row["share_posenc"] < 1
+
+
+def test_in_bfloat16_the_model_keeps_its_float32_frequencies():
+    """transformers keeps its frequencies in a buffer, which ``.to(bfloat16)`` would round:
+    its RoPE would turn pair i by ``p * bf16(theta_i)``, radians off at long positions, and
+    would no longer be the rotation posenc's is compared with. The model is Llama 3's base."""
+    model, inv_freq = peers._llama(peers.TINY_MODEL, "cpu", torch.bfloat16)
+    assert model.embed_tokens.weight.dtype == torch.bfloat16
+    assert model.rotary_emb.inv_freq.dtype == torch.float32
+    dim = peers.TINY_MODEL["hidden_size"] // peers.TINY_MODEL["num_attention_heads"]
+    want = rope.rope_inv_freq(dim, peers.BASE).float()
+    torch.testing.assert_close(model.rotary_emb.inv_freq, want, rtol=1e-6, atol=0)
+    torch.testing.assert_close(inv_freq, want, rtol=1e-6, atol=0)
 
 
 def test_files_are_written(result, tmp_path):

@@ -360,13 +360,44 @@ def run(
     return {"machine": machine, "rows": rows}
 
 
+def _llama(shape: dict | None, device, dtype):
+    """A random two-layer LlamaModel shaped like Llama 3 8B (``shape`` changes fields) in
+    ``dtype`` on ``device``, and its RoPE frequencies ``[D/2]``, float32 on ``device``."""
+    from transformers import LlamaConfig, LlamaModel
+
+    fields = dict(
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        num_hidden_layers=2,
+        vocab_size=1024,
+        max_position_embeddings=131072,
+        attn_implementation="sdpa",
+    )
+    fields.update(shape or {})
+    if "rope_parameters" in inspect.signature(LlamaConfig.__init__).parameters:
+        fields["rope_parameters"] = {"rope_type": "default", "rope_theta": BASE}
+    else:  # transformers 4
+        fields["rope_theta"] = BASE
+    torch.manual_seed(0)
+    model = LlamaModel(LlamaConfig(**fields))
+    # the model's own frequencies, in float32 as it computes them: .to(bfloat16) would round
+    # that buffer too, and its RoPE would turn pair i by p * bf16(theta_i), not p * theta_i
+    inv_freq = model.rotary_emb.inv_freq.float().to(device)
+    model = model.to(device=device, dtype=dtype).eval()
+    model.rotary_emb.inv_freq = inv_freq.clone()
+    return model, inv_freq
+
+
 def model_share(
     device: str | torch.device = "cuda",
     *,
     shape: dict | None = None,
     prefill: tuple[tuple[int, int], ...] = ((1, 4096), (8, 4096)),
     decode: tuple[int, int] = (64, 4095),
-    rounds: int = 5,
+    rounds: int = 15,
+    dtype: torch.dtype | None = None,
     log: Callable[[str], None] = lambda line: None,
 ) -> list[dict]:
     """The share of a model's forward pass spent in RoPE: transformers' own, posenc's, none.
@@ -383,14 +414,16 @@ def model_share(
         shape: LlamaConfig fields to change (a CPU smoke run passes a tiny model).
         prefill: ``(B, T)`` forward passes over ``T`` new tokens.
         decode: ``(B, cached)``: one new token after a KV cache of ``cached`` positions.
-        rounds: timed rounds (median).
+        rounds: timed rounds (median), the three variants taking turns.
+        dtype: the model's weights (default bfloat16 on a GPU, float32 elsewhere); its RoPE
+            frequencies stay float32, as transformers computes them.
         log: called with a line per measurement.
 
     Returns:
         One dict per step: ``step, ms_transformers, ms_posenc, ms_none, share_transformers,
         share_posenc``, and ``posenc_vs_transformers``, ``none_vs_transformers``: the largest
         difference of the last hidden state from transformers' own, over its largest entry
-        (near 0 with posenc's RoPE, large without any: the swap took effect).
+        (small with posenc's RoPE, rounding apart; large without any: the swap took effect).
 
     Raises:
         ImportError: without transformers.
@@ -400,27 +433,14 @@ def model_share(
         >>> [r["step"] for r in rows]
         ['prefill B=1, T=16', 'decode B=2 after 15']
     """
-    from transformers import DynamicCache, LlamaConfig, LlamaModel
+    from transformers import DynamicCache
     from transformers.models.llama import modeling_llama
 
     device = torch.device(device)
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    fields = dict(
-        hidden_size=4096,
-        intermediate_size=14336,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        num_hidden_layers=2,
-        vocab_size=1024,
-        max_position_embeddings=131072,
-        rope_theta=BASE,
-        attn_implementation="sdpa",
-    )
-    fields.update(shape or {})
-    torch.manual_seed(0)
-    model = LlamaModel(LlamaConfig(**fields)).to(device=device, dtype=dtype).eval()
-    head_dim = fields["hidden_size"] // fields["num_attention_heads"]
-    inv_freq = rope.rope_inv_freq(head_dim, BASE).float().to(device)
+    if dtype is None:
+        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    model, inv_freq = _llama(shape, device, dtype)
+    fields = {"vocab_size": model.config.vocab_size}
     state = {"offset": 0}
     # transformers 5.x renames past_key_values to cache
     cache_arg = (
@@ -460,7 +480,7 @@ def model_share(
                 if cache is not None:
                     cache.crop(-length)  # drop the new token: the same cache for every call
 
-            ms, hidden = {}, {}
+            found, hidden = {name: [] for name in variants}, {}
             for name, fn in variants.items():
                 modeling_llama.apply_rotary_pos_emb = fn
                 with torch.no_grad():  # the swap is real: the output with posenc's RoPE
@@ -469,7 +489,11 @@ def model_share(
                     ).last_hidden_state.float()
                 if cache is not None:
                     cache.crop(-length)
-                ms[name] = statistics.median(timed(forward, 1)[0] for _ in range(rounds)) * 1e3
+            for _ in range(rounds):  # interleaved, so that a drifting clock favours none
+                for name, fn in variants.items():
+                    modeling_llama.apply_rotary_pos_emb = fn
+                    found[name].append(timed(forward, 1)[0])
+            ms = {name: statistics.median(t) * 1e3 for name, t in found.items()}
             scale = float(hidden["transformers"].abs().max())
             out.append(
                 {
