@@ -53,6 +53,8 @@ __all__ = [
     "model_share",
     "run",
     "small_cases",
+    "stored",
+    "table",
     "write",
 ]
 
@@ -553,6 +555,106 @@ def format_rows(result: dict) -> str:
             f"  host {r['host_us']:.1f} us{err}"
         )
     return "\n".join(lines)
+
+
+_TABLE_SERIES = (
+    "posenc half in place",
+    "posenc half",
+    "posenc interleaved in place",
+    "liger in place",
+    "transformers eager",
+    "transformers compiled",
+)
+_VALUES = {
+    "copy_ratio": ("Speed against copying the same bytes (time of copy_ / time)", ".2f"),
+    "host_us": ("Host time per call (µs)", ".0f"),
+    "max_error": ("Largest error against the same rotation in float64", ".3f"),
+}
+
+
+def table(
+    result: dict,
+    *,
+    value: str = "copy_ratio",
+    dtype: str = "bfloat16",
+    memory: str = "model view",
+    pass_: str = "forward",
+):
+    """One value of each implementation in each case, as a captioned table.
+
+    Args:
+        result: what :func:`run` returned (or :func:`stored`).
+        value: ``"copy_ratio"`` (1 = as fast as copying the bytes), ``"host_us"`` or
+            ``"max_error"``.
+        dtype, memory, pass_: which rows (``memory`` ``"model view"`` or ``"contiguous"``,
+            ``pass_`` ``"forward"`` or ``"forward+backward"``).
+
+    Returns:
+        A :class:`posenc.table.Table`: a row per case, with the time of ``copy_`` and a
+        column per implementation (``-`` where it did not run).
+
+    Raises:
+        ValueError: for an unknown ``value``, or when no row matches.
+
+    Example:
+        >>> row = dict(case="c", memory="model view", dtype="bfloat16", implementation="copy_",
+        ...            us=2.0, copy_ratio=1.0, note="", **{"pass": "forward"})
+        >>> print(table({"machine": {"device": "cpu"}, "rows": [row]}).rows)
+        [['c', '2.0', '-', '-', '-', '-', '-', '-']]
+    """
+    from posenc.table import Table
+
+    if value not in _VALUES:
+        raise ValueError(f"value must be one of {tuple(_VALUES)}, got {value!r}")
+    rows = [
+        r
+        for r in result["rows"]
+        if (r["dtype"], r["memory"], r["pass"]) == (dtype, memory, pass_) and "us" in r
+    ]
+    if not rows:
+        raise ValueError(f"result has no rows for {dtype!r}, {memory!r}, {pass_!r}")
+    what, spec = _VALUES[value]
+    body = []
+    for case in dict.fromkeys(r["case"] for r in rows):
+        found = {r["implementation"]: r for r in rows if r["case"] == case}
+        cells = [case, f"{found['copy_']['us']:.1f}"]
+        for name in _TABLE_SERIES:
+            v = found.get(name, {}).get(value)
+            cells.append("-" if v is None else format(v, spec))
+        body.append(cells)
+    caption = (
+        f"{what}: q [B, 32, T, D] and k [B, 8, T, D], {dtype}, {memory}, {pass_}, "
+        f"on {result['machine']['device']}."
+    )
+    return Table(["case", "copy_ (µs)", *_TABLE_SERIES], body, caption=caption)
+
+
+def stored(name: str = "h200") -> dict:
+    """A result of :func:`run` (and :func:`model_share`, under ``"model"``) stored with
+    posenc, as ``python -m posenc.bench --peers --device cuda`` wrote it.
+
+    Args:
+        name: ``"h200"``: one run on an NVIDIA H200 (torch 2.11, Triton 3.6, transformers
+            5.17, Liger-Kernel 0.8.5; flash-attn was not installed).
+
+    Returns:
+        The result: ``{"machine": dict, "rows": [dict, ...], "model": [dict, ...]}``.
+
+    Raises:
+        ValueError: for a name with no stored result.
+
+    Example:
+        >>> stored()["machine"]["device"]
+        'NVIDIA H200'
+    """
+    import importlib.resources
+    import json
+
+    names = ("h200",)
+    if name not in names:
+        raise ValueError(f"name must be one of {names}, got {name!r}")
+    path = importlib.resources.files("posenc.bench") / "results" / f"rope_peers_{name}.json"
+    return json.loads(path.read_text())
 
 
 def figure(result: dict, *, dtype: str = "bfloat16", memory: str = "model view"):
