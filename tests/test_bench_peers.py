@@ -81,7 +81,8 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
     the last place of outputs below 8 (1/64; the reference turns by float64 angles, so float32's
     rounding of the angles adds a little: 0.1% at T=4k, 3.5% at T=32k here), Liger's and transformers' eager one more
     than a whole unit (1/32) in the prefill cases; on contiguous tensors posenc keeps at least
-    0.7 of the copy's speed on the large cases, where Liger's is below 0.3."""
+    0.7 of the copy's speed on the large cases, where Liger's is below 0.3; and the speeds,
+    host times and training ratios its prose quotes."""
     result = peers.stored("h200")
     assert result["machine"]["device"] == "NVIDIA H200"
     rows = [r for r in result["rows"] if "us" in r and r["dtype"] == "bfloat16"]
@@ -99,6 +100,30 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
                 assert r["copy_ratio"] >= 0.7, r
             if r["implementation"] == "liger in place":
                 assert r["copy_ratio"] < 0.3, r
+    # the speeds and host times it quotes (bf16, the model's layout)
+    view = {
+        (r["case"], r["pass"], r["implementation"]): r for r in rows if r["memory"] == "model view"
+    }
+    fused = ("posenc half in place", "posenc half", "posenc interleaved in place")
+    fused += ("liger in place", "transformers compiled")
+    small = ("B=1, T=4k, D=64", "B=1, T=4k, D=128", "decode: B=64, T=1, D=128")
+    for case in large:
+        ratios = [view[case, "forward", name]["copy_ratio"] for name in fused]
+        assert min(ratios) >= 0.735 and max(ratios) < 0.915, ratios
+        assert round(view[case, "forward", "transformers eager"]["copy_ratio"], 2) == 0.07
+    for name in fused:  # the host as slow as the GPU at B=8, more than half as slow at 32k
+        at_8 = view["B=8, T=4k, D=128", "forward", name]
+        assert at_8["host_us"] >= 0.7 * at_8["us"], name
+        at_32k = view["B=1, T=32k, D=128", "forward", name]
+        assert at_32k["host_us"] > 0.5 * view["B=1, T=32k, D=128", "forward", "copy_"]["us"]
+    for case in small:
+        for name in (*fused, "transformers eager"):
+            assert 0.075 <= view[case, "forward", name]["copy_ratio"] < 0.155, (case, name)
+            if name.startswith("posenc"):
+                assert 147.5 <= view[case, "forward", name]["host_us"] < 195.5, (case, name)
+    training = {n: view["B=8, T=4k, D=128", "forward+backward", n]["copy_ratio"] for n in (
+        "posenc half", "transformers eager", "transformers compiled")}  # fmt: skip
+    assert [round(v, 2) for v in training.values()] == [0.12, 0.03, 0.08]
     table = peers.table(result, value="max_error")
     assert len(table.rows) == 5 and table.rows[2][0] == "B=8, T=4k, D=128"
     with pytest.raises(ValueError, match="value must be one of"):

@@ -451,7 +451,7 @@ def model_share(
     if dtype is None:
         dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     model, inv_freq = _llama(shape, device, dtype)
-    fields = {"vocab_size": model.config.vocab_size}
+    vocab = model.config.vocab_size
     state = {"offset": 0}
     # transformers 5.x renames past_key_values to cache
     cache_arg = (
@@ -475,12 +475,12 @@ def model_share(
     timed = _timer(device)
     try:
         for label, batch, length, cached in steps:
-            ids = torch.randint(0, fields["vocab_size"], (batch, length), device=device)
+            ids = torch.randint(0, vocab, (batch, length), device=device)
             cache = None
             if cached:
                 cache = DynamicCache()
                 with torch.no_grad():
-                    past = torch.randint(0, fields["vocab_size"], (batch, cached), device=device)
+                    past = torch.randint(0, vocab, (batch, cached), device=device)
                     model(past, use_cache=True, **{cache_arg: cache})
             position_ids = (torch.arange(length, device=device) + cached)[None].expand(batch, -1)
             state["offset"] = cached

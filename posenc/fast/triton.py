@@ -129,8 +129,8 @@ def _pow2(n: int) -> int:
 
 _WARPS = {False: 4, True: 2}
 """Warps per program, for the half-split (False) and interleaved (True) layouts, as measured
-on an H200 (q ``[8, 32, 4096, 128]``, k with 8 heads, bf16, in place): 0.94 and 0.96 of
-``copy_``'s speed. A program spreads the cos and sin of its D/2 pairs over its threads; where
+on an H200 (q ``[8, 32, 4096, 128]``, k with 8 heads, bf16, in place, GPU time alone with
+``triton.testing.do_bench``): 0.94 and 0.96 of ``copy_``'s speed. A program spreads the cos and sin of its D/2 pairs over its threads; where
 the tile's layout gives the extra warps the same pairs, each thread evaluates several, and the
 float64 evaluations become the kernel's cost (8 warps ran at 0.13 to 0.20 in an earlier form of
 the kernel)."""
