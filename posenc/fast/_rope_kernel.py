@@ -71,7 +71,10 @@ def rotate_heads(
     else:  # the two halves of a row, each padded to BLOCK_HALF when D/2 is not a power of 2
         feats = (r // BLOCK_HALF) * half + r % BLOCK_HALF
         in_row = r % BLOCK_HALF < half
-    for h0 in range(0, n_heads, BLOCK_H):
+    # a while loop, not range(): Triton 3.6's interpreter hands n_heads over as a one-element
+    # array, which range() cannot take under NumPy 2.5 (the PTX for sm_90 is the same either way)
+    h0 = 0
+    while h0 < n_heads:
         heads = (h0 + tl.arange(0, BLOCK_H)).to(tl.int64)
         mask = (heads < n_heads)[:, None] & in_row[None, :]
         x = tl.load(src_at + heads[:, None] * s_h + feats[None, :] * s_d, mask=mask)
@@ -86,6 +89,7 @@ def rotate_heads(
         o = tl.reshape(o, (BLOCK_H, 2 * BLOCK_HALF))
         out_at = dst_at + heads[:, None] * d_h + feats[None, :] * d_d
         tl.store(out_at, rounded(o, dst.dtype.element_ty, BY_HAND), mask=mask)
+        h0 += BLOCK_H
 
 
 @triton.jit(do_not_specialize=["offset"])  # a new offset every decoding step: one build
