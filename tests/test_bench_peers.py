@@ -29,6 +29,32 @@ def test_every_implementation_is_measured_or_says_why_not(result):
                 assert ("us" in r) != bool(r["note"]), r  # a time, or the reason for none
 
 
+def test_a_round_the_gpu_caught_up_in_is_timed_again_and_said(monkeypatch):
+    """On a GPU a round is timed again with the GPU held back longer when the host fell
+    behind; a function whose host never got ahead is reported so (here a stand-in timer)."""
+    guesses = {"slow": [], "fast": []}
+
+    def timer(device):
+        def timed(fn, n, host_guess=0.0):
+            name = fn()
+            guesses[name].append(host_guess)
+            return 1e-6, 2e-6, name == "fast"
+
+        return timed
+
+    monkeypatch.setattr(peers, "_timer", timer)
+    times = peers._measure(
+        {"slow": lambda: "slow", "fast": lambda: "fast"}, torch.device("cuda"), 2, 1e-3
+    )
+    assert times == {"slow": (1e-6, 2e-6, False), "fast": (1e-6, 2e-6, True)}
+    assert guesses["fast"] == [0.0, 2e-6, 2e-6]  # warm-up, then one call per round
+    assert guesses["slow"] == [0.0, 2e-6, 8e-6, 2e-6, 8e-6]  # each round once more, 4x
+
+
+def test_on_a_cpu_there_is_no_host_to_be_ahead_of(result):
+    assert all(r["host_ahead"] is None for r in result["rows"] if "us" in r)
+
+
 def test_each_result_is_checked_against_float64(result):
     timed = [r for r in result["rows"] if r.get("max_error") is not None]
     assert {r["implementation"] for r in timed} >= {"posenc half", "transformers eager"}

@@ -17,7 +17,10 @@ they are installed, transformers' ``apply_rotary_pos_emb`` eager and under
 traffic) and ``clone`` (traffic plus fresh memory). Peers that take ``cos`` and ``sin`` get
 them made beforehand, once, as a model makes them once per forward pass. Every row carries
 its time, its ratio to ``copy_`` (1 = as fast as moving the bytes), its host time per call
-and its largest error against the same rotation in float64.
+and its largest error against the same rotation in float64. On a GPU the time is the GPU's
+alone, measured with the host ahead of it (the GPU held back while the calls are queued, so
+that they run back to back); the host's time is a column of its own, since a call whose host
+work outlasts its kernel is as slow as its host, whatever its kernel does.
 
 :func:`model_share` measures what RoPE costs inside a model: a two-layer Llama shaped like
 Llama 3 8B (transformers, random weights, SDPA attention), timed with transformers' RoPE,
@@ -179,46 +182,97 @@ def _peers(case: Case, dtype, device, positions) -> dict[str, tuple[Callable, bo
     return peers
 
 
-def _timer(device):
-    """A function timing ``fn`` called ``n`` times in a row: seconds per call (CUDA events on
-    a GPU), and the host's own time per call (the calls issued, not waited for)."""
+def _sleep_rate() -> float:
+    """Cycles per second of ``torch.cuda._sleep`` on the current GPU (its clock, measured)."""
+    cycles = 10**7
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    end.synchronize()
+    return cycles / (start.elapsed_time(end) / 1e3)
 
-    def timed(fn, n):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+def _timer(device):
+    """A function timing ``fn`` called ``n`` times in a row: ``(seconds, host seconds, ahead)``
+    per call.
+
+    On a GPU the seconds are the GPU's alone: it is kept busy (``torch.cuda._sleep``, sized
+    from ``host_guess``, the host's seconds per call) while the host queues the ``n`` calls,
+    so that they run back to back and the host's pace does not enter the time; ``ahead``
+    says whether that held (the sleep still ran when the last call was queued). The host's
+    time is its own, measured while it queues. On a CPU both are the wall time per call and
+    ``ahead`` is None.
+    """
+    if device.type != "cuda":
+
+        def timed_here(fn, n, host_guess=0.0):
             t0 = time.perf_counter()
-            start.record()
             for _ in range(n):
                 fn()
-            host = time.perf_counter() - t0
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / 1e3 / n, host / n
+            seconds = (time.perf_counter() - t0) / n
+            return seconds, seconds, None
+
+        return timed_here
+    rate = _sleep_rate()
+
+    def timed(fn, n, host_guess=0.0):
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(int(rate * (2 * host_guess * n + 1e-3)))
+        start.record()  # after the sleep, in the GPU's order
         t0 = time.perf_counter()
         for _ in range(n):
             fn()
-        seconds = (time.perf_counter() - t0) / n
-        return seconds, seconds
+        host = time.perf_counter() - t0
+        ahead = not start.query()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / n, host / n, ahead
 
     return timed
 
 
+def _wall(fn, device) -> float:
+    """Seconds from the call to its result (the host's work and the GPU's, as a model runs)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+_QUEUED = 200
+"""The most calls queued in one timed round on a GPU: the driver's queue holds about a
+thousand launches, and a full queue would hold the host back until the GPU frees it."""
+
+
 def _measure(fns: dict[str, Callable], device, rounds: int, min_seconds: float) -> dict:
-    """Median seconds and host seconds per call of every function, in interleaved rounds."""
+    """Median seconds and host seconds per call of every function, in interleaved rounds,
+    and whether the host stayed ahead of the GPU in every round (None on a CPU)."""
     timed = _timer(device)
-    calls = {}
+    most = _QUEUED if device.type == "cuda" else 1000
+    calls, hosts = {}, {}
     for name, fn in fns.items():  # warm up (compiles), then size a round to min_seconds
         fn()
-        t, _ = timed(fn, 1)
-        calls[name] = max(1, min(1000, math.ceil(min_seconds / max(t, 1e-7))))
-    found = {name: ([], []) for name in fns}
+        t, hosts[name], _ = timed(fn, 1)
+        calls[name] = max(1, min(most, math.ceil(min_seconds / max(t, 1e-7))))
+    found = {name: ([], [], []) for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            t, host = timed(fn, calls[name])
-            found[name][0].append(t)
-            found[name][1].append(host)
-    return {name: (statistics.median(t), statistics.median(h)) for name, (t, h) in found.items()}
+            t, host, ahead = timed(fn, calls[name], hosts[name])
+            if ahead is False:  # once more, with the GPU held back four times longer
+                t, host, ahead = timed(fn, calls[name], 4 * max(host, hosts[name]))
+            hosts[name] = host
+            for values, v in zip(found[name], (t, host, ahead), strict=True):
+                values.append(v)
+    return {
+        name: (statistics.median(t), statistics.median(h), None if a[0] is None else all(a))
+        for name, (t, h, a) in found.items()
+    }
 
 
 def _reference(q, k, case: Case, layout: str):
@@ -282,12 +336,13 @@ def _case_rows(case, dtype_name, device, memory, rounds, min_seconds, backward, 
     times = _measure(fns, device, rounds, min_seconds)
     copy = times["copy_"][0]
     clone = times.get("clone", (math.nan,))[0]
-    for name, (seconds, host) in times.items():
+    for name, (seconds, host, ahead) in times.items():
         rows.append(
             {
                 "implementation": name,
                 "us": seconds * 1e6,
                 "host_us": host * 1e6,
+                "host_ahead": ahead,
                 "copy_ratio": copy / seconds,
                 "clone_ratio": clone / seconds,
                 "max_error": errors.get(name),
@@ -328,8 +383,10 @@ def run(
 
     Returns:
         ``{"machine": dict, "rows": [dict, ...]}``; a row holds ``case, memory, dtype, pass,
-        implementation, us, host_us, copy_ratio, clone_ratio, max_error, note`` (a row
-        with only a ``note`` says why that peer did not run).
+        implementation, us, host_us, host_ahead, copy_ratio, clone_ratio, max_error, note``
+        (``host_ahead``: on a GPU, whether the host stayed ahead of it in every round, so
+        that ``us`` is the GPU's time alone; None on a CPU; a row with only a ``note`` says
+        why that peer did not run).
 
     Raises:
         ValueError: for an unknown dtype or case name, or a device torch cannot use.
@@ -472,7 +529,6 @@ def model_share(
     steps = [(f"prefill B={b}, T={t}", b, t, 0) for b, t in prefill]
     steps.append((f"decode B={decode[0]} after {decode[1]}", decode[0], 1, decode[1]))
     out = []
-    timed = _timer(device)
     try:
         for label, batch, length, cached in steps:
             ids = torch.randint(0, vocab, (batch, length), device=device)
@@ -503,7 +559,7 @@ def model_share(
             for _ in range(rounds):  # interleaved, so that a drifting clock favours none
                 for name, fn in variants.items():
                     modeling_llama.apply_rotary_pos_emb = fn
-                    found[name].append(timed(forward, 1)[0])
+                    found[name].append(_wall(forward, device))
             ms = {name: statistics.median(t) * 1e3 for name, t in found.items()}
             scale = float(hidden["transformers"].abs().max())
             out.append(
@@ -559,9 +615,10 @@ def format_rows(result: dict) -> str:
             lines.append(f"  {r['implementation']:26s}  {r['note']}")
             continue
         err = "" if r["max_error"] is None else f"  max error {r['max_error']:.2g}"
+        behind = "  (the GPU waited for the host)" if r.get("host_ahead") is False else ""
         lines.append(
             f"  {r['implementation']:26s} {r['us']:8.1f} us  x copy_ {r['copy_ratio']:.2f}"
-            f"  host {r['host_us']:.1f} us{err}"
+            f"  host {r['host_us']:.1f} us{err}{behind}"
         )
     return "\n".join(lines)
 
