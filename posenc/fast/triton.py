@@ -16,6 +16,10 @@ offset into a KV cache). The kernel takes all of that as it is:
 - **no host work that reads the device**: the angles are made in the kernel from the
   positions and ``inv_freq`` (no table to look up or rebuild, no device-to-host copy), so
   a call can be captured in a CUDA graph;
+- **little host work at all**: once Triton has compiled the kernel for a kind of call,
+  posenc hands later calls of that kind to the compiled kernel's launcher itself, with the
+  arguments Triton would pass, and skips Triton's own launch path (about 20 µs of Python a
+  call, more than the kernel's time at a decoding step);
 - **training**: the backward is the same kernel turning the other way, and the op is
   registered with ``torch.library`` (autograd, ``torch.compile`` with ``fullgraph=True``).
 
@@ -35,7 +39,6 @@ Shapes: ``B`` batch, ``H`` heads, ``T`` positions, ``D`` features, ``D/2`` pairs
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib.util
 import os
@@ -136,15 +139,38 @@ float64 evaluations become the kernel's cost (8 warps ran at 0.13 to 0.20 in an 
 the kernel)."""
 
 
+_CONSTEXPRS = (
+    "HAS_POS", "INTERLEAVED", "INVERSE", "F64", "LIBDEVICE", "BY_HAND",
+    "BLOCK_HQ", "BLOCK_HK", "BLOCK_HALF",
+)  # fmt: skip
+"""The kernel's compile-time parameters, in the order of its signature (after the others)."""
+
+
 def _launch(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse) -> None:
     """Rotate ``q [B, H, T, D]`` into ``q_out`` (and ``k`` into ``k_out``) in one launch.
 
     ``pos`` is None or integers ``[B or 1, T]``; ``inv_freq`` ``[D/2]`` in the angle dtype,
     on q's device; ``k`` may be None.
     """
-    n_b, n_q, length, dim = q.shape
-    if n_b * length == 0:
+    if q.shape[0] * q.shape[2] == 0:
         return
+    interpret = q.device.type == "cpu"
+    call = _arguments(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse, interpret)
+    if interpret:
+        _by_triton(_kernel(True), *call, interleaved)
+        return
+    index = q.device.index
+    if index == torch.cuda.current_device():
+        _run_compiled(index, *call, interleaved)
+    else:  # Triton launches on the current device
+        with torch.cuda.device(index):
+            _run_compiled(index, *call, interleaved)
+
+
+def _arguments(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse, interpret):
+    """The launch of :func:`_launch`: ``(grid, arguments, compile-time arguments)``, the
+    arguments in the kernel's order, the compile-time ones in :data:`_CONSTEXPRS`' order."""
+    n_b, n_q, length, dim = q.shape
     half = dim // 2
     block_half = _pow2(half)
     heads_per_tile = max(1, _TILE // (2 * block_half))
@@ -152,38 +178,98 @@ def _launch(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse) -> 
         k = k_out = q.narrow(1, 0, 0)  # no heads: the k loop never runs
     n_k = k.shape[1]
     p_strides = (0, 0) if pos is None else (pos.stride(0) if pos.shape[0] > 1 else 0, pos.stride(1))
-    interpret = q.device.type == "cpu"
-    guard = torch.cuda.device(q.device) if q.device.type == "cuda" else contextlib.nullcontext()
-    with guard:
-        _kernel(interpret)[(n_b * length,)](
-            q,
-            q_out,
-            k,
-            k_out,
-            q if pos is None else pos,
-            inv_freq,
-            length,
-            half,
-            offset,
-            n_q,
-            n_k,
-            *q.stride(),
-            *q_out.stride(),
-            *k.stride(),
-            *k_out.stride(),
-            *p_strides,
-            HAS_POS=pos is not None,
-            INTERLEAVED=interleaved,
-            INVERSE=inverse,
-            F64=inv_freq.dtype == torch.float64,
-            LIBDEVICE=not interpret,
-            BY_HAND=interpret,
-            BLOCK_HQ=min(_pow2(n_q), heads_per_tile),
-            BLOCK_HK=min(_pow2(max(n_k, 1)), heads_per_tile),
-            BLOCK_HALF=block_half,
-            num_warps=_WARPS[interleaved],
-            enable_fp_fusion=False,  # round each product, then the sum, as the reference
-        )
+    args = (
+        q, q_out, k, k_out, q if pos is None else pos, inv_freq, length, half, offset, n_q, n_k,
+        *q.stride(), *q_out.stride(), *k.stride(), *k_out.stride(), *p_strides,
+    )  # fmt: skip
+    consts = (
+        pos is not None,
+        interleaved,
+        inverse,
+        inv_freq.dtype == torch.float64,
+        not interpret,  # LIBDEVICE
+        interpret,  # BY_HAND
+        min(_pow2(n_q), heads_per_tile),
+        min(_pow2(max(n_k, 1)), heads_per_tile),
+        block_half,
+    )
+    return n_b * length, args, consts
+
+
+def _by_triton(kernel, grid, args, consts, interleaved):
+    """One launch through Triton's own launcher; returns the compiled kernel it ran."""
+    return kernel[(grid,)](
+        *args,
+        **dict(zip(_CONSTEXPRS, consts, strict=True)),
+        num_warps=_WARPS[interleaved],
+        enable_fp_fusion=False,  # round each product, then the sum, as the reference
+    )
+
+
+_COMPILED: dict[tuple, object] = {}
+"""Kernels compiled by Triton, by everything of a call Triton compiles for, on a GPU."""
+
+
+def _run_compiled(index: int, grid: int, args: tuple, consts: tuple, interleaved: bool) -> None:
+    """Launch on GPU ``index`` (the current device), calling the compiled kernel's launcher
+    directly once Triton has compiled it for a call like this one.
+
+    Triton's own launch looks at every argument again to choose (or build) the compiled
+    kernel: about 20 µs of Python on a fast CPU, more than this kernel takes at a decoding
+    step. Which compiled kernel serves a call depends only on the arguments' dtypes, on
+    whether each pointer is 16-byte aligned, on the integers' values (Triton specializes on
+    the ones equal to 1 and the multiples of 16) and on the offset's width; with all of them
+    in the key, a call with the same key is one Triton would send to the same compiled
+    kernel, and it gets the arguments Triton would pass (``tests/test_triton_launch.py``
+    checks both, against Triton's own launch). Triton versions that launch otherwise, or
+    that are newer than the ones checked, keep Triton's own launch.
+    """
+    tensors = args[:6]
+    offset = args[8]
+    key = (
+        index,
+        consts,
+        *[t.dtype for t in tensors],
+        *[t.data_ptr() % 16 == 0 for t in tensors],
+        args[6:8],
+        args[9:],
+        -(2**31) <= offset < 2**31,
+        offset < 2**63,
+    )
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        compiled = _by_triton(_kernel(False), grid, args, consts, interleaved)
+        if _launcher_known(compiled):
+            if len(_COMPILED) >= 4096:  # many shapes seen: start again
+                _COMPILED.clear()
+            _COMPILED[key] = compiled
+        return
+    from triton import knobs
+    from triton.runtime.driver import driver
+
+    stream = driver.active.get_current_stream(index)
+    everything = (*args, *consts)  # as Triton passes them: every parameter, in order
+    hooks = knobs.runtime
+    compiled.run(
+        grid, 1, 1, stream, compiled.function, compiled.packed_metadata,
+        compiled.launch_metadata((grid,), stream, *everything),
+        hooks.launch_enter_hook, hooks.launch_exit_hook, *everything,
+    )  # fmt: skip
+
+
+_LAUNCHER_VERSIONS = ((3, 4), (3, 9))
+"""The Triton versions (first and last minor) whose launch :func:`_run_compiled` repeats:
+from 3.4 every parameter is passed and the hooks live in ``triton.knobs``."""
+
+
+def _launcher_known(compiled) -> bool:
+    """Whether ``compiled``, what Triton's launch returned, can be launched directly."""
+    import triton
+    from triton.compiler import CompiledKernel
+
+    major, minor = (int(part) for part in triton.__version__.split(".")[:2])
+    first, last = _LAUNCHER_VERSIONS
+    return first <= (major, minor) <= last and isinstance(compiled, CompiledKernel)
 
 
 def _stand_in(x, pos, offset, inv_freq, interleaved, inverse) -> torch.Tensor:
@@ -339,7 +425,8 @@ def _freqs(x, base, inv_freq) -> torch.Tensor:
         if torch.compiler.is_compiling():  # traced into the graph, not looked up
             return rope_inv_freq(x.shape[-1], base).to(device=x.device, dtype=dtype)
         return _default_inv_freq(x.shape[-1], base, dtype, x.device)
-    return _on("inv_freq", _check_inv_freq(inv_freq, x.shape[-1]), x.device).to(dtype)
+    freqs = _on("inv_freq", _check_inv_freq(inv_freq, x.shape[-1]), x.device)
+    return freqs if freqs.dtype == dtype else freqs.to(dtype)
 
 
 def _check_no_overlap(name: str, t: torch.Tensor) -> None:
@@ -353,7 +440,9 @@ def _check_no_overlap(name: str, t: torch.Tensor) -> None:
 def _on(name: str, t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """``t`` on ``device``: from the CPU it is copied there (as the reference does); from any
     other device it is refused, since that copy would go through the host."""
-    if t.device != device and t.device.type != "cpu":
+    if t.device == device:
+        return t
+    if t.device.type != "cpu":
         raise ValueError(
             f"{name} must be on x's device or the CPU, got {name} on {t.device} and x on {device}"
         )

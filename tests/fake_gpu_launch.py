@@ -1,0 +1,163 @@
+"""posenc's direct launch against Triton's own, on a CPU: run as a script by
+``tests/test_triton_launch.py``, in a process of its own.
+
+Triton is given a stand-in for its CUDA driver: it compiles the kernel for a real GPU target
+(an H100, sm_90, down to a cubin with its own ptxas), and the stand-in records every launch
+instead of making it, with the compiled kernel's cubin standing for its function handle.
+For pairs of calls, the first compiles and fills posenc's cache, and the second goes through
+posenc's direct launch wherever posenc's key says a compiled kernel serves it; what the
+launcher then receives must be exactly what Triton's own launch of the second call gives it:
+the same compiled kernel, grid, stream and arguments. Prints how many launches were direct.
+Run without ``TRITON_INTERPRET`` set: Triton reads it once, when it is imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+
+import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from triton.backends.compiler import GPUTarget
+from triton.runtime.driver import driver
+
+from posenc.fast import triton as tr
+from posenc.rope import rope_inv_freq
+
+LAUNCHES: list[tuple] = []
+STREAM = 1234
+
+
+class Launcher:
+    def __init__(self, src, metadata):
+        pass
+
+    def __call__(self, *args):
+        LAUNCHES.append(args)
+
+
+class Utils:
+    def get_device_properties(self, device):
+        return {"max_shared_mem": 232448, "multiprocessor_count": 132, "max_num_regs": 65536}
+
+    def load_binary(self, name, kernel, shared, device):
+        # module, function, registers, spills, most threads; the function names the cubin
+        return name, hashlib.sha256(kernel).hexdigest(), 32, 0, 1024
+
+
+class FakeCuda:
+    """Just what Triton's launch path asks of its driver."""
+
+    launcher_cls = Launcher
+    utils = Utils()
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return STREAM
+
+    def get_current_target(self):
+        return GPUTarget("cuda", 90, 32)
+
+    def is_active(self):
+        return True
+
+
+def comparable(launch: tuple) -> tuple:
+    """A launch as values: tensors by identity, the launch metadata by its type."""
+    return tuple(
+        ("tensor", id(a)) if isinstance(a, torch.Tensor) else type(a).__name__ if i == 6 else a
+        for i, a in enumerate(launch)
+    )
+
+
+def tensor(shape, dtype, shift, transpose=False, pad=0):
+    """A tensor whose data start ``shift`` elements into its storage (16-byte aligned or not),
+    its rows ``pad`` elements apart beyond their length (the rest of a wider projection)."""
+    *lead, dim = shape
+    n = torch.Size([*lead, dim + pad]).numel()
+    flat = torch.randn(n + shift).to(dtype)[shift:]
+    t = flat.view(*lead, dim + pad)[..., :dim]
+    return t.transpose(1, 2) if transpose else t
+
+
+def call(spec, shifts, offset):
+    batch, heads_k, length, dim, dtype, transpose, pad, with_pos, interleaved, inplace = spec
+    q = tensor((batch, length, 4, dim) if transpose else (batch, 4, length, dim), dtype,
+               shifts[0], transpose, pad)  # fmt: skip
+    k = tensor((batch, length, heads_k, dim) if transpose else (batch, heads_k, length, dim),
+               dtype, shifts[1], transpose, pad) if heads_k else None  # fmt: skip
+    q_out = q if inplace else tensor(q.shape, dtype, shifts[2])
+    k_out = k if inplace or k is None else tensor(k.shape, dtype, shifts[3])
+    pos = torch.arange(batch * length + shifts[4])[shifts[4] :].view(batch, length)
+    inv_freq = torch.empty(dim // 2 + shifts[5])[shifts[5] :]
+    inv_freq.copy_(rope_inv_freq(dim))
+    return tr._arguments(
+        q, q_out, k, k_out, pos if with_pos else None, offset, inv_freq, interleaved, False, False
+    ), interleaved
+
+
+SPECS = st.tuples(
+    st.sampled_from([1, 2]),  # B
+    st.sampled_from([0, 1, 2]),  # k's heads (0: q alone)
+    st.sampled_from([1, 3, 16]),  # T
+    st.sampled_from([24, 128]),  # D (at 128 Triton vectorizes: alignment and strides matter)
+    st.sampled_from([torch.bfloat16, torch.float32]),
+    st.booleans(),  # the model's transposed view
+    st.sampled_from([0, 8]),  # padded rows: other strides, same shapes
+    st.booleans(),  # positions given
+    st.booleans(),  # interleaved
+    st.booleans(),  # in place
+)
+SHIFTS = st.lists(st.sampled_from([0, 1, 4, 8]), min_size=6, max_size=6)
+OFFSETS = st.sampled_from([0, 1, 7, 16, 4095, 2**31 - 1, 2**31, 2**40, 2**63])
+direct = []
+
+
+MODEL = (2, 2, 16, 128, torch.bfloat16, True, 0, True, False, True)  # as a model calls it
+ALIGNED = [0] * 6
+
+
+# calls that Triton compiles apart: padded rows (other strides), a pointer off 16 bytes,
+# an offset past 32 bits, a single position (a 1 is compiled in)
+@example(MODEL, (6, (*MODEL[:6], 8, *MODEL[7:])), ALIGNED, None, (0, 0))
+@example(MODEL, None, ALIGNED, [0, 1, 0, 0, 0, 0], (0, 0))
+@example(MODEL, None, ALIGNED, None, (4095, 2**31))
+@example(MODEL, (2, (2, 2, 1, *MODEL[3:])), ALIGNED, None, (0, 0))
+@given(
+    spec=SPECS,
+    change=st.one_of(st.none(), st.tuples(st.integers(0, 9), SPECS)),  # one field, or none
+    first=SHIFTS,
+    second=st.one_of(st.none(), SHIFTS),  # None: the first's shifts, in new tensors
+    offsets=st.tuples(OFFSETS, OFFSETS),
+)
+def check_a_direct_launch_is_the_launch_triton_makes(spec, change, first, second, offsets):
+    other = spec
+    if change is not None:  # the second call differs from the first in one respect
+        field, values = change
+        other = (*spec[:field], values[field], *spec[field + 1 :])
+    second = first if second is None else second
+    (grid, args, consts), interleaved = call(spec, first, offsets[0])
+    tr._COMPILED.clear()
+    tr._run_compiled(0, grid, args, consts, interleaved)  # Triton's launch, kept by posenc
+    (grid, args, consts), interleaved = call(other, second, offsets[1])
+    cached = len(tr._COMPILED)
+    LAUNCHES.clear()
+    tr._run_compiled(0, grid, args, consts, interleaved)  # direct if posenc's key matches
+    ours = LAUNCHES[-1]
+    direct.append(cached == 1 and len(tr._COMPILED) == 1)
+    tr._COMPILED.clear()
+    LAUNCHES.clear()
+    tr._run_compiled(0, grid, args, consts, interleaved)  # Triton's own launch of that call
+    assert len(LAUNCHES) == 1
+    assert comparable(ours) == comparable(LAUNCHES[-1])
+
+
+if __name__ == "__main__":
+    driver.set_active(FakeCuda())
+    runs = settings(max_examples=int(sys.argv[1]), deadline=None, database=None)
+    runs(check_a_direct_launch_is_the_launch_triton_makes)()
+    print(json.dumps({"launches": len(direct), "direct": sum(direct)}))

@@ -1,0 +1,59 @@
+"""posenc launches its compiled Triton kernel itself, without Triton's own launch path (about
+20 µs of Python a call): checked on the CPU against that path, with Triton compiling for a
+real GPU target behind a stand-in for its CUDA driver (``tests/fake_gpu_launch.py``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from posenc.fast import triton as tr
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None or tr._OPS is None,
+    reason="needs Triton and torch 2.4 or later",
+)
+
+SCRIPT = pathlib.Path(__file__).with_name("fake_gpu_launch.py")
+
+
+def test_a_direct_launch_is_the_launch_triton_makes():
+    """Pairs of calls, drawn by hypothesis (dtypes, layouts, strides, padded rows, pointers
+    off 16 bytes, offsets past 32 bits, one position or several): where posenc's key sends
+    the second call to the kernel compiled for the first, the launcher receives exactly what
+    Triton's own launch of that call gives it (the same cubin, grid, stream, arguments).
+    In a process of its own: Triton reads ``TRITON_INTERPRET`` once, when it is imported."""
+    pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend compiles it")
+    import triton
+
+    major, minor = (int(p) for p in triton.__version__.split(".")[:2])
+    first, last = tr._LAUNCHER_VERSIONS
+    if not first <= (major, minor) <= last:
+        pytest.skip(f"Triton {triton.__version__}: posenc keeps Triton's own launch there")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "30"], capture_output=True, text=True, timeout=600, env=env
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["launches"] >= 30 and found["direct"] >= 5  # the direct launch, checked
+
+
+@pytest.mark.parametrize("version", ["3.3.1", "3.10.0", "4.0.0"])
+def test_other_triton_versions_keep_their_own_launch(version, monkeypatch):
+    pytest.importorskip("triton.compiler")
+    import triton
+    from triton.compiler import CompiledKernel
+
+    compiled = CompiledKernel.__new__(CompiledKernel)
+    monkeypatch.setattr(triton, "__version__", version)
+    assert not tr._launcher_known(compiled)
+    monkeypatch.setattr(triton, "__version__", "3.6.0")
+    assert tr._launcher_known(compiled)
+    assert not tr._launcher_known(None)  # what Triton returned was not a compiled kernel
