@@ -458,6 +458,38 @@ def test_on_a_gpu_the_same_numbers(dtype, layout, monkeypatch):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_on_a_gpu_a_direct_launch_gives_triton_launchs_numbers(layout, monkeypatch):
+    """After Triton's own launch of a kind of call, posenc launches the compiled kernel
+    itself (Triton 3.4 to 3.9): the same numbers, for new tensors, a new offset, positions
+    and a pointer off 16 bytes (a kind of its own, through Triton's launch again)."""
+    import triton
+
+    monkeypatch.delenv("TRITON_INTERPRET")
+    major, minor = (int(p) for p in triton.__version__.split(".")[:2])
+    first, last = tr._LAUNCHER_VERSIONS
+    tr._COMPILED.clear()
+    torch.manual_seed(0)
+    shapes = ((2, 16, 32, 128), (2, 16, 8, 128))
+    rows = torch.arange(16, device="cuda") + torch.tensor([[0], [4000]], device="cuda")
+    for offset, cut in ((0, 0), (5, 0), (2**31 + 3, 0), (5, 1)):
+        q, k = (_model_view(*s, torch.bfloat16).cuda() for s in shapes)
+        if cut:  # data one element into their storage: a pointer off 16 bytes
+            q, k = (torch.empty(x.numel() + 1, dtype=x.dtype, device="cuda")[1:] for x in (q, k))
+            q, k = q.view(2, 16, 32, 128).transpose(1, 2), k.view(2, 16, 8, 128).transpose(1, 2)
+            q.normal_(), k.normal_()
+        for positions in (None, rows):
+            got = tr.rope_qk_triton(q, k, positions, layout=layout, offset=offset)
+            again = tr.rope_qk_triton(q, k, positions, layout=layout, offset=offset)
+            assert all(torch.equal(a, b) for a, b in zip(got, again, strict=True))
+            want = [_oracle(x.cpu(), None if positions is None else positions.cpu()[:, None],
+                            offset, layout) for x in (q, k)]  # fmt: skip
+            assert all(torch.equal(a.cpu(), b) for a, b in zip(again, want, strict=True))
+    # kinds: with positions or not, times a 32-bit offset, a 64-bit one, a pointer off 16 bytes
+    assert len(tr._COMPILED) == (6 if first <= (major, minor) <= last else 0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("inplace", [False, True])
 def test_on_a_gpu_a_call_is_captured_in_a_cuda_graph(inplace, monkeypatch):
     """No host work reads the device: a call captured in a CUDA graph and replayed with new
