@@ -620,7 +620,7 @@ def rope_qk_triton(
         _check_x(name, t)
         if t.dim() != 4:
             raise ValueError(f"{name} must be [B, H, T, D], got shape {tuple(t.shape)}")
-    if (k.shape[0], *k.shape[2:]) != (q.shape[0], *q.shape[2:]):
+    if k.shape[0] != q.shape[0] or k.shape[2:] != q.shape[2:]:
         raise ValueError(
             f"k must share q's B, T and D, got q {tuple(q.shape)} and k {tuple(k.shape)}"
         )
