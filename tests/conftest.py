@@ -11,7 +11,9 @@ import pytest
 # The fake google.colab package in fake_colab/ goes on a notebook kernel's path in
 # test_colab_like.py. This run must never import it (--doctest-modules would, and a conftest
 # there would put it on sys.path): a Colab secret store would then answer every test.
-collect_ignore = ["fake_colab"]
+# fake_gpu_launch.py is a script that test_triton_launch.py runs in a process of its own: it
+# needs Triton to import, and the stand-in driver it installs belongs to that process alone.
+collect_ignore = ["fake_colab", "fake_gpu_launch.py"]
 
 
 @pytest.fixture(scope="session")
