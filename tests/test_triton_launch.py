@@ -46,14 +46,22 @@ def test_a_direct_launch_is_the_launch_triton_makes():
 
 
 @pytest.mark.parametrize("version", ["3.3.1", "3.10.0", "4.0.0"])
-def test_other_triton_versions_keep_their_own_launch(version, monkeypatch):
+def test_other_triton_versions_and_gpus_keep_their_own_launch(version, monkeypatch):
     pytest.importorskip("triton.compiler")
     import triton
+    from triton.backends.compiler import GPUTarget
     from triton.compiler import CompiledKernel
 
     compiled = CompiledKernel.__new__(CompiledKernel)
+
+    def built_for(backend):
+        target = GPUTarget(backend, 90 if backend == "cuda" else "gfx942", 32)
+        compiled.metadata = type("Metadata", (), {"target": target})()
+        return compiled
+
     monkeypatch.setattr(triton, "__version__", version)
-    assert not tr._launcher_known(compiled)
+    assert not tr._launcher_known(built_for("cuda"))
     monkeypatch.setattr(triton, "__version__", "3.6.0")
-    assert tr._launcher_known(compiled)
+    assert tr._launcher_known(built_for("cuda"))
+    assert not tr._launcher_known(built_for("hip"))  # AMD: tensors over 2 GB compiled apart
     assert not tr._launcher_known(None)  # what Triton returned was not a compiled kernel

@@ -222,7 +222,8 @@ def _run_compiled(index: int, grid: int, args: tuple, consts: tuple, interleaved
     in the key, a call with the same key is one Triton would send to the same compiled
     kernel, and it gets the arguments Triton would pass (``tests/test_triton_launch.py``
     checks both, against Triton's own launch). Triton versions that launch otherwise, or
-    that are newer than the ones checked, keep Triton's own launch.
+    that are newer than the ones checked, and GPUs other than NVIDIA's, keep Triton's own
+    launch.
     """
     tensors = args[:6]
     offset = args[8]
@@ -263,13 +264,19 @@ from 3.4 every parameter is passed and the hooks live in ``triton.knobs``."""
 
 
 def _launcher_known(compiled) -> bool:
-    """Whether ``compiled``, what Triton's launch returned, can be launched directly."""
+    """Whether ``compiled``, what Triton's launch returned, can be launched directly: a
+    kernel compiled for an NVIDIA GPU by a Triton whose launch posenc repeats (for AMD GPUs
+    Triton also compiles apart tensors under and over 2 GB, which posenc's key leaves out)."""
     import triton
     from triton.compiler import CompiledKernel
 
     major, minor = (int(part) for part in triton.__version__.split(".")[:2])
     first, last = _LAUNCHER_VERSIONS
-    return first <= (major, minor) <= last and isinstance(compiled, CompiledKernel)
+    return (
+        first <= (major, minor) <= last
+        and isinstance(compiled, CompiledKernel)
+        and compiled.metadata.target.backend == "cuda"
+    )
 
 
 def _stand_in(x, pos, offset, inv_freq, interleaved, inverse) -> torch.Tensor:
