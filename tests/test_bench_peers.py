@@ -72,6 +72,20 @@ def test_forward_plus_backward_times_what_autograd_takes(result):
     assert "leaf Variable that requires grad" in backward["posenc half in place"]["note"]
 
 
+def test_a_training_step_hands_each_leaf_its_gradient_afresh():
+    """Every timed step leaves the gradient of that step alone in ``.grad`` (as after an
+    optimizer's ``zero_grad()``), so no step pays for adding into the last one's."""
+    from posenc.fast import kernels as fast
+
+    q, k = torch.randn(1, 4, 6, 8).requires_grad_(), torch.randn(1, 2, 6, 8).requires_grad_()
+    grads = (torch.randn(1, 4, 6, 8), torch.randn(1, 2, 6, 8))
+    for _ in range(3):
+        peers._train_step(lambda a, b: fast.rope_qk(a, b, layout="half"), (q, k), grads)
+    for leaf, grad in zip((q, k), grads, strict=True):  # the inverse rotation of the gradient
+        want = rope.apply_rope(grad, -torch.arange(6), layout="half")
+        torch.testing.assert_close(leaf.grad, want)
+
+
 def test_the_model_measurement_swaps_rope_for_real():
     rows = peers.model_share(
         "cpu", shape=peers.TINY_MODEL, prefill=((1, 16),), decode=(2, 15), rounds=1

@@ -284,6 +284,10 @@ def _reference(q, k, case: Case, layout: str):
 
 
 def _train_step(fn, leaves, grads) -> None:
+    """Forward and backward, the gradients handed to the leaves as an optimizer's
+    ``zero_grad()`` leaves them (None): what is timed is RoPE's, not adding into old ones."""
+    for leaf in leaves:
+        leaf.grad = None
     torch.autograd.backward(fn(*leaves), grads)
 
 
