@@ -53,6 +53,7 @@ def test_other_triton_versions_and_gpus_keep_their_own_launch(version, monkeypat
     from triton.compiler import CompiledKernel
 
     compiled = CompiledKernel.__new__(CompiledKernel)
+    compiled.module = None  # nothing loaded, nothing to unload
 
     def built_for(backend):
         target = GPUTarget(backend, 90 if backend == "cuda" else "gfx942", 32)

@@ -20,8 +20,9 @@ offset into a KV cache). The kernel takes all of that as it is:
   posenc hands later calls of that kind to the compiled kernel's launcher itself, with the
   arguments Triton would pass, and skips Triton's own launch path (about 20 µs of Python a
   call, more than the kernel's time at a decoding step);
-- **training**: the backward is the same kernel turning the other way, and the op is
-  registered with ``torch.library`` (autograd, ``torch.compile`` with ``fullgraph=True``).
+- **training**: the backward is the same kernel turning the other way, through a plain
+  ``torch.autograd.Function`` in eager mode and through ops registered with
+  ``torch.library`` under ``torch.compile`` (``fullgraph=True``).
 
 The arithmetic is the reference's: the angle ``p * theta_i`` rounded to float32 (float64
 for float64 inputs); its cosine and sine evaluated in float64 and rounded once to float32,
@@ -375,12 +376,35 @@ def _register():
 _OPS = _register()
 
 
+class _Rotation(torch.autograd.Function):
+    """Autograd for ``rope`` and ``rope_qk`` outside ``torch.compile``: the same backward as
+    the registered ops' (the inverse rotation), without the registered ops' layers of
+    Python, which cost tens of microseconds a call."""
+
+    @staticmethod
+    def forward(name, *tensors_and_args):
+        return _IMPLS[name](*tensors_and_args)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.name, ctx.args = inputs[0], inputs[-5:]
+
+    @staticmethod
+    def backward(ctx, *grads):
+        positions, offset, inv_freq, interleaved, inverse = ctx.args
+        back = (positions, offset, inv_freq, interleaved, not inverse)
+        out = _call(ctx.name, *grads, *back, grad=torch.is_grad_enabled())
+        return None, *(out if isinstance(out, tuple) else (out,)), *[None] * 5
+
+
 def _call(name, *tensors_and_args, grad=False):
-    """Run an operation: through ``torch.ops.posenc`` when autograd or ``torch.compile`` must
-    see it, else its Python function directly (the dispatcher costs microseconds a call,
-    which is what a decoding step is made of)."""
-    if grad or torch.compiler.is_compiling():
+    """Run an operation: through ``torch.ops.posenc`` under ``torch.compile``, through
+    :class:`_Rotation` for autograd, else its Python function directly (the dispatcher costs
+    microseconds a call, which is what a decoding step is made of)."""
+    if torch.compiler.is_compiling():
         return _OPS[name](*tensors_and_args)
+    if grad:
+        return _Rotation.apply(name, *tensors_and_args)
     return _IMPLS[name](*tensors_and_args)
 
 
