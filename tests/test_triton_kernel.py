@@ -195,6 +195,7 @@ def test_gradients_are_the_inverse_rotation():
     k = torch.randn(2, 1, 2, 8, dtype=torch.float64, requires_grad=True)
     both = torch.tensor([[1, 2], [7, 8]])
     assert torch.autograd.gradcheck(lambda a, b: tr.rope_qk_triton(a, b, both), (q, k))
+    assert torch.autograd.gradgradcheck(lambda a, b: tr.rope_qk_triton(a, b, both), (q, k))
     g = torch.randn(2, 3, 5, 16)
     x = torch.randn(2, 3, 5, 16, requires_grad=True)
     tr.rope_triton(x, layout="interleaved").backward(g)
