@@ -122,9 +122,10 @@ ALIGNED = [0] * 6
 
 
 # calls that Triton compiles apart: padded rows (other strides), a pointer off 16 bytes,
-# an offset past 32 bits, a single position (a 1 is compiled in)
+# an offset past 32 bits, a single position (a 1 is compiled in); q alone off 16 bytes
 @example(MODEL, (6, (*MODEL[:6], 8, *MODEL[7:])), ALIGNED, None, (0, 0))
 @example(MODEL, None, ALIGNED, [0, 1, 0, 0, 0, 0], (0, 0))
+@example((*MODEL[:9], False), None, ALIGNED, [1, 0, 0, 0, 0, 0], (0, 0))  # out of place
 @example(MODEL, None, ALIGNED, None, (4095, 2**31))
 @example(MODEL, (2, (2, 2, 1, *MODEL[3:])), ALIGNED, None, (0, 0))
 @given(

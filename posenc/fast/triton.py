@@ -226,18 +226,19 @@ def _run_compiled(index: int, grid: int, args: tuple, consts: tuple, interleaved
     that are newer than the ones checked, and GPUs other than NVIDIA's, keep Triton's own
     launch.
     """
-    tensors = args[:6]
+    q, q_out, k, k_out, pos, freqs = args[:6]
     offset = args[8]
     key = (
         index,
         consts,
-        *[t.dtype for t in tensors],
-        *[t.data_ptr() % 16 == 0 for t in tensors],
         args[6:8],
         args[9:],
         -(2**31) <= offset < 2**31,
         offset < 2**63,
-    )
+        q.dtype, q_out.dtype, k.dtype, k_out.dtype, pos.dtype, freqs.dtype,
+        q.data_ptr() % 16 == 0, q_out.data_ptr() % 16 == 0, k.data_ptr() % 16 == 0,
+        k_out.data_ptr() % 16 == 0, pos.data_ptr() % 16 == 0, freqs.data_ptr() % 16 == 0,
+    )  # fmt: skip
     compiled = _COMPILED.get(key)
     if compiled is None:
         compiled = _by_triton(_kernel(False), grid, args, consts, interleaved)
@@ -246,17 +247,23 @@ def _run_compiled(index: int, grid: int, args: tuple, consts: tuple, interleaved
                 _COMPILED.clear()
             _COMPILED[key] = compiled
         return
-    from triton import knobs
-    from triton.runtime.driver import driver
-
+    hooks, driver = _launch_state()
     stream = driver.active.get_current_stream(index)
     everything = (*args, *consts)  # as Triton passes them: every parameter, in order
-    hooks = knobs.runtime
     compiled.run(
         grid, 1, 1, stream, compiled.function, compiled.packed_metadata,
         compiled.launch_metadata((grid,), stream, *everything),
         hooks.launch_enter_hook, hooks.launch_exit_hook, *everything,
     )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1)
+def _launch_state():
+    """Where Triton keeps its launch hooks and its driver (which knows the current stream)."""
+    from triton import knobs
+    from triton.runtime.driver import driver
+
+    return knobs.runtime, driver
 
 
 _LAUNCHER_VERSIONS = ((3, 4), (3, 9))
@@ -462,7 +469,8 @@ def _freqs(x, base, inv_freq) -> torch.Tensor:
 
 def _check_no_overlap(name: str, t: torch.Tensor) -> None:
     """An in-place rotation needs every element of ``t`` once (an expanded view has repeats)."""
-    if any(st == 0 and n > 1 for st, n in zip(t.stride(), t.shape, strict=True)):
+    strides = t.stride()
+    if 0 in strides and any(st == 0 and n > 1 for st, n in zip(strides, t.shape, strict=True)):
         raise ValueError(
             f"{name} must not overlap itself for an in-place rotation, got strides {t.stride()}"
         )
