@@ -177,12 +177,22 @@ def test_q_and_k_in_one_launch(layout, monkeypatch):
     q = _model_view(2, 6, 4, 16, torch.bfloat16)  # four query heads
     k = _model_view(2, 6, 2, 16, torch.bfloat16)  # two key heads
     rows = torch.arange(6) + torch.tensor([[0], [40]])  # [B, T], as a model's position_ids
-    rq, rk = tr.rope_qk_triton(q, k, rows, layout=layout, offset=3)
-    assert len(launches) == 1
-    assert torch.equal(rq, _oracle(q, rows[:, None], 3, layout))
-    assert torch.equal(rk, _oracle(k, rows[:, None], 3, layout))
-    assert tr.rope_qk_triton(q, k, rows, layout=layout, offset=3, inplace=True) == (q, k)
-    assert torch.equal(q, rq) and torch.equal(k, rk)
+    spaced = (torch.arange(24).reshape(2, 12) * 5)[:, None, ::2]  # [B, 1, T], strided
+    for positions, as_reference in (
+        (rows, rows[:, None]),
+        (rows[:, None], rows[:, None]),  # [B, 1, T], as apply_rope broadcasts them
+        (spaced, spaced),
+        (rows[1], rows[1]),  # [T]
+        (rows[1:], rows[1:, None]),  # [1, T]: the same row for every batch entry
+    ):
+        launches.clear()
+        rq, rk = tr.rope_qk_triton(q, k, positions, layout=layout, offset=3)
+        assert len(launches) == 1
+        assert torch.equal(rq, _oracle(q, as_reference, 3, layout))
+        assert torch.equal(rk, _oracle(k, as_reference, 3, layout))
+    qc, kc = q.clone(), k.clone()
+    assert tr.rope_qk_triton(qc, kc, positions, layout=layout, offset=3, inplace=True) == (qc, kc)
+    assert torch.equal(qc, rq) and torch.equal(kc, rk)
 
 
 def test_gradients_are_the_inverse_rotation():
@@ -244,11 +254,13 @@ def test_a_warm_call_reads_nothing_back_from_the_device(monkeypatch):
     q = torch.empty(8, 4096, 32, 128, device="meta", dtype=torch.bfloat16).transpose(1, 2)
     k = torch.empty(8, 4096, 8, 128, device="meta", dtype=torch.bfloat16).transpose(1, 2)
     rows = torch.empty(8, 4096, device="meta", dtype=torch.int64)
+    inv64 = rope_inv_freq(128, 500000.0).to("meta")  # float64, as rope_inv_freq makes it
     calls = (
         lambda: tr.rope_qk_triton(q, k, rows, inplace=True),
         lambda: tr.rope_qk_triton(q, k, rows),
         lambda: tr.rope_triton(q, rows[:, None], layout="half", inplace=True, offset=17),
         lambda: tr.rope_triton(q[:, :, -1:], offset=4095),  # a decoding step
+        lambda: tr.rope_qk_triton(q, k, rows, inv_freq=inv64, inplace=True),  # rounded inside
     )
     for call in calls:
         call()  # cold: the frequencies are made and kept on the device
@@ -260,8 +272,23 @@ def test_a_warm_call_reads_nothing_back_from_the_device(monkeypatch):
         assert names <= {"empty_like", "empty_strided", *views}  # views and the output only
         assert all(d is None or d.type == "meta" for _, devices in record.ops for d in devices)
     assert len(launches) == 2 * len(calls)
-    _q4, _, k4, _, pos, offset, inv_freq, _interleaved, _inverse = launches[-1]
+    _q4, _, k4, _, pos, offset, inv_freq, _interleaved, _inverse = launches[-3]
     assert k4 is None and pos is None and offset == 4095 and inv_freq.device.type == "meta"
+    assert launches[-1][6] is inv64  # the kernel takes it as it is
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_frequencies_in_any_dtype_are_rounded_as_to_rounds_them(dtype):
+    """``inv_freq`` in float64 (as ``rope_inv_freq`` makes it), float32 or bfloat16 is
+    rounded to the angle dtype inside the kernel, with the result of ``inv_freq.to`` first."""
+    torch.manual_seed(2)
+    x = _model_view(2, 5, 3, 16, dtype)
+    rows = torch.tensor([3, 70001, 131071, 99991, 12345])  # far: a rounding shows in the angle
+    work = torch.float64 if dtype == torch.float64 else torch.float32
+    for freq_dtype in (torch.float64, torch.float32, torch.bfloat16):
+        inv_freq = rope_inv_freq(16, 500000.0).to(freq_dtype)
+        got = tr.rope_triton(x, rows, inv_freq=inv_freq, layout="half")
+        assert torch.equal(got, tr.rope_triton(x, rows, inv_freq=inv_freq.to(work), layout="half"))
 
 
 @pytest.mark.parametrize(
@@ -299,7 +326,16 @@ def test_a_warm_call_reads_nothing_back_from_the_device(monkeypatch):
                 torch.zeros(3, 3, dtype=torch.int64),
             ),
             ValueError,
-            r"\[T\] or \[B, T\]",
+            r"\[T\], \[B, T\] or \[B, 1, T\] with B=2 \(or 1\)",
+        ),
+        (
+            lambda: tr.rope_qk_triton(
+                torch.randn(2, 2, 3, 8),
+                torch.randn(2, 1, 3, 8),
+                torch.zeros(2, 2, 3, dtype=torch.int64),  # per head: not one row for q and k
+            ),
+            ValueError,
+            r"got shape \(2, 2, 3\)",
         ),
     ],
 )
@@ -400,7 +436,7 @@ def test_the_fast_path_sends_a_gpu_call_to_one_launch(monkeypatch):
         assert len(launches) == 1
         _, _, k_in, _, rows, offset, *_ = launches[0]
         assert k_in is k and offset == 5
-        assert rows is None if positions is None else rows.shape in ((1, 6), (2, 6))
+        assert rows is positions  # to the kernel as they are: no view made, nothing copied
     launches.clear()
     kernels.apply_rope_(q, per_batch, offset=3)
     kernels.apply_rope(k, offset=3)

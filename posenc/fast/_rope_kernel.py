@@ -139,6 +139,8 @@ def rope_kernel(
     t = row % length
     p = tl.load(pos + b * p_sb + t * p_st).to(tl.int64) + offset if HAS_POS else t + offset
     pairs = tl.arange(0, BLOCK_HALF)
+    # the frequencies in whatever dtype they come, rounded to the angle dtype here (as
+    # Tensor.to rounds them, to nearest): a float64 inv_freq costs no conversion launch
     freq = tl.load(inv_freq + pairs, mask=pairs < half, other=0.0)
     if F64:
         c, s = cos_sin(p.to(tl.float64) * freq.to(tl.float64), LIBDEVICE)

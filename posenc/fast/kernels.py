@@ -64,7 +64,12 @@ from posenc._validate import (
 )
 from posenc.fast import cpu_kernel
 from posenc.fast.tables import _angle_tables, _Args, _as_3d, _Tables, _tables
-from posenc.fast.triton import TRITON_DTYPES, rope_qk_triton, rope_triton, triton_available
+from posenc.fast.triton import (
+    TRITON_DTYPES,
+    _checked_qk,
+    rope_triton,
+    triton_available,
+)
 from posenc.rope import (
     LAYOUTS,
     _join,
@@ -712,24 +717,28 @@ def _rotate_best(src, dst, tables: _Tables, layout: str) -> None:
 _TRITON_DEVICES = ("cuda",)
 """Device types whose tensors go to the Triton kernel (the tests add ``meta`` as a stand-in)."""
 
+_TRITON_DTYPES = frozenset(TRITON_DTYPES)
+
 
 def _use_triton(x, positions) -> bool:
     """Whether the Triton kernel serves this call: CUDA, a dtype it takes, and positions that
     do not broadcast ``x`` to a larger shape (checked on shapes only, nothing read from the GPU)."""
     if not (
         isinstance(x, torch.Tensor)
-        and x.device.type in _TRITON_DEVICES
-        and x.dtype in TRITON_DTYPES
+        and x.dtype in _TRITON_DTYPES
         and x.dim() >= 2
+        and x.device.type in _TRITON_DEVICES
         and triton_available()
     ):
         return False
     if isinstance(positions, torch.Tensor) and positions.dim() > 1:
         # by hand: torch.broadcast_shapes costs tens of microseconds, a decoding step's budget
         rows, lead = positions.shape, x.shape[:-1]
-        return len(rows) <= len(lead) and all(
-            n in (1, m) for n, m in zip(reversed(rows), reversed(lead), strict=False)
-        )
+        if len(rows) > len(lead):
+            return False
+        for n, m in zip(rows[::-1], lead[::-1], strict=False):
+            if n != 1 and n != m:
+                return False
     return True
 
 
@@ -784,13 +793,10 @@ def rope_qk(
         (True, True)
     """
     check_bool("inplace", inplace)
+    if _fuses(q, k, positions):  # q and k checked as rope_qk_triton checks them
+        return _checked_qk(q, k, positions, base, inv_freq, layout, inplace, offset)
     check_tensor("q", q, min_dim=2)
     check_tensor("k", k, min_dim=2)
-    fused = _fused_positions(q, k, positions)
-    if fused is not False:
-        return rope_qk_triton(
-            q, k, fused, base=base, inv_freq=inv_freq, layout=layout, inplace=inplace, offset=offset
-        )
     qa = _Args(q, positions, base, inv_freq, layout, offset)
     ka = _Args(k, positions, base, inv_freq, layout, offset)
     if k.shape[-2:] != q.shape[-2:]:
@@ -810,22 +816,32 @@ def rope_qk(
     return _fastest(qa, tables), _fastest(ka, tables)
 
 
-def _fused_positions(q, k, positions):
-    """Positions as :func:`rope_qk_triton` takes them (None, ``[T]`` or ``[B, T]``) when one
-    launch can rotate ``q`` and ``k``; False otherwise (shapes only, nothing read)."""
-    if not (_use_triton(q, positions) and _use_triton(k, positions)):
+def _fuses(q, k, positions) -> bool:
+    """Whether one launch of :func:`~posenc.fast.triton.rope_qk_triton` rotates ``q`` and ``k`` at ``positions``
+    as :func:`posenc.rope.apply_rope` would each (shapes only, nothing read): ``[B, H, T, D]``
+    and ``[B, H_kv, T, D]`` alike but for the heads, as ``rope_qk_triton`` checks them, and
+    positions None, ``[T]``, ``[1, T]`` or ``[B or 1, 1, T]`` (the same for every head)."""
+    if not (
+        _use_triton(q, positions)
+        and isinstance(k, torch.Tensor)
+        and k.dtype == q.dtype
+        and k.device == q.device
+    ):
         return False
-    if q.dim() != 4 or k.dim() != 4 or q.dtype != k.dtype or q.device != k.device:
+    q_shape, k_shape = q.shape, k.shape
+    if len(q_shape) != 4 or len(k_shape) != 4:
         return False
-    if q.shape[0] != k.shape[0] or q.shape[2:] != k.shape[2:]:
+    batch, _, length, dim = q_shape
+    if k_shape[0] != batch or k_shape[2] != length or k_shape[3] != dim:
         return False
-    if not isinstance(positions, torch.Tensor) or positions.dim() <= 1:
-        return positions
-    if positions.dim() == 3 and positions.shape[1] == 1 and positions.shape[0] in (1, q.shape[0]):
-        return positions[:, 0]
-    if positions.dim() == 2 and positions.shape[0] == 1:
-        return positions
-    return False
+    if length == 0 or dim == 0 or dim % 2:  # the reference's errors, by the general path
+        return False
+    if not isinstance(positions, torch.Tensor):
+        return True  # None, or integers rope_qk_triton reads on the host as the reference does
+    shape = positions.shape  # broadcasts into q's [B, H, T]: _use_triton checked it
+    if len(shape) <= 1:
+        return shape == (length,)
+    return shape[-1] == length and shape[-2] == 1 and (len(shape) == 3 or shape[0] == 1)
 
 
 # --- torch.compile --------------------------------------------------------------------------

@@ -150,8 +150,10 @@ _CONSTEXPRS = (
 def _launch(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse) -> None:
     """Rotate ``q [B, H, T, D]`` into ``q_out`` (and ``k`` into ``k_out``) in one launch.
 
-    ``pos`` is None or integers ``[B or 1, T]``; ``inv_freq`` ``[D/2]`` in the angle dtype,
-    on q's device; ``k`` may be None.
+    ``pos`` is None or integers ``[T]``, ``[B or 1, T]`` or ``[B or 1, 1, T]``; ``inv_freq``
+    ``[D/2]`` on q's device in a dtype of :data:`TRITON_DTYPES` (the kernel rounds it to the
+    angle dtype, float64 for float64 q and float32 otherwise, as ``Tensor.to`` does); ``k``
+    may be None.
     """
     if q.shape[0] * q.shape[2] == 0:
         return
@@ -172,29 +174,36 @@ def _arguments(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse, 
     """The launch of :func:`_launch`: ``(grid, arguments, compile-time arguments)``, the
     arguments in the kernel's order, the compile-time ones in :data:`_CONSTEXPRS`' order."""
     n_b, n_q, length, dim = q.shape
-    half = dim // 2
-    block_half = _pow2(half)
-    heads_per_tile = max(1, _TILE // (2 * block_half))
     if k is None:
         k = k_out = q.narrow(1, 0, 0)  # no heads: the k loop never runs
     n_k = k.shape[1]
-    p_strides = (0, 0) if pos is None else (pos.stride(0) if pos.shape[0] > 1 else 0, pos.stride(1))
+    if pos is None:
+        p_strides = (0, 0)
+    else:  # [T], [B or 1, T] or [B or 1, 1, T]: a batch stride (0 for one row), a position one
+        p_strides = (pos.stride(0) if pos.dim() > 1 and pos.shape[0] > 1 else 0, pos.stride(-1))
     args = (
-        q, q_out, k, k_out, q if pos is None else pos, inv_freq, length, half, offset, n_q, n_k,
+        q, q_out, k, k_out, q if pos is None else pos, inv_freq, length, dim // 2, offset, n_q, n_k,
         *q.stride(), *q_out.stride(), *k.stride(), *k_out.stride(), *p_strides,
     )  # fmt: skip
     consts = (
         pos is not None,
         interleaved,
         inverse,
-        inv_freq.dtype == torch.float64,
+        q.dtype == torch.float64,  # F64: the angle dtype
         not interpret,  # LIBDEVICE
         interpret,  # BY_HAND
-        min(_pow2(n_q), heads_per_tile),
-        min(_pow2(max(n_k, 1)), heads_per_tile),
-        block_half,
+        *_blocks(n_q, n_k, dim),
     )
     return n_b * length, args, consts
+
+
+@functools.lru_cache(maxsize=256)
+def _blocks(n_q: int, n_k: int, dim: int) -> tuple[int, int, int]:
+    """``(BLOCK_HQ, BLOCK_HK, BLOCK_HALF)``: heads of q and of k per tile, pairs per head row
+    (powers of two, a tile at most :data:`_TILE` elements)."""
+    block_half = _pow2(dim // 2)
+    heads_per_tile = max(1, _TILE // (2 * block_half))
+    return min(_pow2(n_q), heads_per_tile), min(_pow2(max(n_k, 1)), heads_per_tile), block_half
 
 
 def _by_triton(kernel, grid, args, consts, interleaved):
@@ -250,10 +259,11 @@ def _run_compiled(index: int, grid: int, args: tuple, consts: tuple, interleaved
     hooks, driver = _launch_state()
     stream = driver.active.get_current_stream(index)
     everything = (*args, *consts)  # as Triton passes them: every parameter, in order
+    enter = hooks.launch_enter_hook  # without it, Triton's launch metadata is None
+    metadata = None if enter is None else compiled.launch_metadata((grid,), stream, *everything)
     compiled.run(
-        grid, 1, 1, stream, compiled.function, compiled.packed_metadata,
-        compiled.launch_metadata((grid,), stream, *everything),
-        hooks.launch_enter_hook, hooks.launch_exit_hook, *everything,
+        grid, 1, 1, stream, compiled.function, compiled.packed_metadata, metadata,
+        enter, hooks.launch_exit_hook, *everything,
     )  # fmt: skip
 
 
@@ -289,18 +299,20 @@ def _launcher_known(compiled) -> bool:
 
 def _stand_in(x, pos, offset, inv_freq, interleaved, inverse) -> torch.Tensor:
     """The kernel's arithmetic in torch, for devices the kernel does not run on."""
-    t = torch.arange(x.shape[-2], device=x.device) if pos is None else pos[:, None, :]
-    angles = (t + offset).to(inv_freq.dtype)[..., None] * inv_freq  # [(B, 1,) T, D/2]
+    length = x.shape[-2]
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32  # the angle dtype
+    t = torch.arange(length, device=x.device) if pos is None else pos.reshape(-1, 1, length)
+    angles = (t + offset).to(dtype)[..., None] * inv_freq.to(dtype)  # [(B, 1,) T, D/2]
     work = angles.to(torch.float64)
-    cos, sin = work.cos().to(inv_freq.dtype), work.sin().to(inv_freq.dtype)
+    cos, sin = work.cos().to(dtype), work.sin().to(dtype)
     layout = "interleaved" if interleaved else "half"
-    return _rotate(x.to(inv_freq.dtype), cos, -sin if inverse else sin, layout).to(x.dtype)
+    return _rotate(x.to(dtype), cos, -sin if inverse else sin, layout).to(x.dtype)
 
 
 # --- the four operations ---------------------------------------------------------------------
 # Out of place (differentiable: the backward is the inverse rotation) and in place, for one
-# tensor and for q and k together. Tensors are [B, H, T, D] views, positions None or
-# [B or 1, T] on x's device, inv_freq [D/2] in the angle dtype.
+# tensor and for q and k together. Tensors are [B, H, T, D] views, positions None, [T],
+# [B or 1, T] or [B or 1, 1, T] on x's device, inv_freq [D/2] in a dtype the kernel loads.
 
 
 def _rope(x, positions, offset, inv_freq, interleaved, inverse):
@@ -426,7 +438,9 @@ def _default_inv_freq(dim: int, base: float, dtype: torch.dtype, device: torch.d
 
 def _bhtd(x: torch.Tensor) -> torch.Tensor | None:
     """``x [..., T, D]`` as a ``[B, H, T, D]`` view (no copy), or None if its strides forbid."""
-    if x.dim() <= 4:
+    if x.dim() == 4:
+        return x
+    if x.dim() < 4:
         return x[(None,) * (4 - x.dim())]
     try:
         return x.view(-1, *x.shape[-3:])
@@ -434,14 +448,20 @@ def _bhtd(x: torch.Tensor) -> torch.Tensor | None:
         return None
 
 
+_DTYPE_SET = frozenset(TRITON_DTYPES)
+
+
 def _check_x(name: str, x: object) -> torch.Tensor:
-    check_tensor(name, x, min_dim=2)
-    dim, length = x.shape[-1], x.shape[-2]
+    if not (isinstance(x, torch.Tensor) and x.dtype in _DTYPE_SET):  # the shared rule's words
+        check_tensor(name, x, min_dim=2)
+    elif x.dim() < 2:
+        raise ValueError(f"{name} must have at least 2 dimensions, got shape {tuple(x.shape)}")
+    length, dim = x.shape[-2:]
     if dim == 0 or dim % 2:
         raise ValueError(f"head dimension must be even and positive, got D={dim}")
     if length == 0:
         raise ValueError(f"{name} must have at least one position, got shape {tuple(x.shape)}")
-    if x.dtype not in TRITON_DTYPES:
+    if x.dtype not in _DTYPE_SET:
         raise ValueError(f"{name} must have one of the dtypes {TRITON_DTYPES}, got {x.dtype}")
     return x
 
@@ -456,7 +476,9 @@ def _check_device(x: torch.Tensor) -> None:
 
 
 def _freqs(x, base, inv_freq) -> torch.Tensor:
-    """The frequencies in the angle dtype on x's device; no device-to-host copy."""
+    """The frequencies on x's device, no device-to-host copy: given ones in their own dtype
+    (the kernel rounds them to the angle dtype: no conversion launched a call), unless the
+    kernel cannot load it (float8); else ``rope_inv_freq`` in the angle dtype, made once."""
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     if inv_freq is None:
         base = check_positive_float("base", base)
@@ -464,7 +486,7 @@ def _freqs(x, base, inv_freq) -> torch.Tensor:
             return rope_inv_freq(x.shape[-1], base).to(device=x.device, dtype=dtype)
         return _default_inv_freq(x.shape[-1], base, dtype, x.device)
     freqs = _on("inv_freq", _check_inv_freq(inv_freq, x.shape[-1]), x.device)
-    return freqs if freqs.dtype == dtype else freqs.to(dtype)
+    return freqs if freqs.dtype in _DTYPE_SET else freqs.to(dtype)
 
 
 def _check_no_overlap(name: str, t: torch.Tensor) -> None:
@@ -507,8 +529,9 @@ def _integer_tensor(positions, device) -> torch.Tensor:
 
 
 def _positions_rows(positions, x4: torch.Tensor, x_shape) -> torch.Tensor | str | None:
-    """Positions as ``[B or 1, T]`` rows for the kernel, None for ``0 .. T-1``, or ``"heads"``
-    when they differ between the heads of one batch entry (the caller then goes head by head).
+    """Positions as rows for the kernel (``[T]``, ``[B or 1, T]`` or ``[B or 1, 1, T]``), None
+    for ``0 .. T-1``, or ``"heads"`` when they differ between the heads of one batch entry
+    (the caller then goes head by head).
 
     ``positions`` follow :func:`posenc.rope.apply_rope`: ``[T]``, or ``[..., T]`` broadcast
     against x's leading shape ``[..., T]`` without enlarging it.
@@ -522,7 +545,9 @@ def _positions_rows(positions, x4: torch.Tensor, x_shape) -> torch.Tensor | str 
             f"positions must have one entry per position (T={length}), got shape {tuple(p.shape)}"
         )
     if p.dim() == 1:
-        return p[None]
+        return p
+    if p.dim() == len(x_shape) - 1 == 3 and p.shape[1] == 1 and p.shape[0] in (1, x_shape[0]):
+        return p  # [B or 1, 1, T] for [B, H, T, D], as a model passes them: no view to make
     try:
         wide = p.expand(x_shape[:-1])
     except RuntimeError:
@@ -631,7 +656,8 @@ def rope_qk_triton(
         q: queries ``[B, H, T, D]`` (any strides: a view of ``[B, T, H, D]`` is read in place).
         k: keys ``[B, H_kv, T, D]``, same ``B``, ``T``, ``D``, dtype and device.
         positions: None (``0 .. T-1``), ``[T]``, or ``[B, T]`` as a model passes
-            ``position_ids`` (an integer tensor, best on the device).
+            ``position_ids`` (an integer tensor, best on the device); ``[B, 1, T]``, broadcast
+            over the heads, is taken too. ``B`` may be 1 for every batch entry alike.
         base, inv_freq: the frequencies, as for :func:`posenc.rope.apply_rope`.
         layout: ``"half"`` (Hugging Face, the default here) or ``"interleaved"``.
         inplace: rotate ``q`` and ``k`` where they are.
@@ -655,32 +681,49 @@ def rope_qk_triton(
         ...     assert rq.shape == q.shape and rk.shape == k.shape
     """
     check_bool("inplace", inplace)
+    _check_qk(q, k)
+    return _checked_qk(q, k, positions, base, inv_freq, layout, inplace, offset)
+
+
+def _check_qk(q: object, k: object) -> None:
+    """``q [B, H, T, D]`` and ``k [B, H_kv, T, D]`` as the kernel takes them: alike but for
+    the heads, with a dtype it computes in."""
     for name, t in (("q", q), ("k", k)):
         _check_x(name, t)
         if t.dim() != 4:
             raise ValueError(f"{name} must be [B, H, T, D], got shape {tuple(t.shape)}")
-    if k.shape[0] != q.shape[0] or k.shape[2:] != q.shape[2:]:
+    (batch, _, length, dim), k_shape = q.shape, k.shape
+    if k_shape[0] != batch or k_shape[2] != length or k_shape[3] != dim:
         raise ValueError(
-            f"k must share q's B, T and D, got q {tuple(q.shape)} and k {tuple(k.shape)}"
+            f"k must share q's B, T and D, got q {tuple(q.shape)} and k {tuple(k_shape)}"
         )
     if k.dtype != q.dtype or k.device != q.device:
         raise ValueError(
             f"q and k must share dtype and device, got {q.dtype} on {q.device} "
             f"and {k.dtype} on {k.device}"
         )
+
+
+def _checked_qk(q, k, positions, base, inv_freq, layout, inplace, offset):
+    """:func:`rope_qk_triton` once ``q``, ``k`` (:func:`_check_qk`) and ``inplace`` are known
+    to be sound: :func:`posenc.fast.rope_qk` checks them on its way here."""
+    batch, _, length, _ = q.shape
     layout = check_layout(layout)
     offset = check_int("offset", offset)
     freqs = _freqs(q, base, inv_freq)
     rows = None
-    if positions is not None:
+    if positions is not None:  # [T], [B or 1, T] or [B or 1, 1, T], taken as they are
         rows = _integer_tensor(positions, q.device)
-        batch, length = q.shape[0], q.shape[2]
-        if rows.dim() == 1:
-            rows = rows[None]
-        if rows.dim() != 2 or rows.shape[1] != length or rows.shape[0] not in (1, batch):
+        shape = rows.shape
+        if shape[-1:] != (length,) or (
+            len(shape) > 1
+            and (
+                shape[0] not in (1, batch) or len(shape) > 3 or (len(shape) == 3 and shape[1] != 1)
+            )
+        ):
             raise ValueError(
-                f"positions must be [T] or [B, T] = [{batch}, {length}], got shape "
-                f"{tuple(rows.shape)}"
+                f"positions must be [T], [B, T] or [B, 1, T] with B={batch} (or 1) and "
+                f"T={length}, got shape {tuple(shape)}"
             )
     _check_device(q)
     flags = (layout == "interleaved", False)
