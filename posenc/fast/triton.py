@@ -174,9 +174,10 @@ def _arguments(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse, 
     """The launch of :func:`_launch`: ``(grid, arguments, compile-time arguments)``, the
     arguments in the kernel's order, the compile-time ones in :data:`_CONSTEXPRS`' order."""
     n_b, n_q, length, dim = q.shape
-    if k is None:
-        k = k_out = q.narrow(1, 0, 0)  # no heads: the k loop never runs
-    n_k = k.shape[1]
+    if k is None:  # no heads of k: its loop never runs, and q stands in for its pointers
+        k, k_out, n_k = q, q, 0
+    else:
+        n_k = k.shape[1]
     if pos is None:
         p_strides = (0, 0)
     else:  # [T], [B or 1, T] or [B or 1, 1, T]: a batch stride (0 for one row), a position one
