@@ -443,6 +443,38 @@ def test_the_fast_path_sends_a_gpu_call_to_one_launch(monkeypatch):
     assert len(launches) == 2 and [a[5] for a in launches] == [3, 3]
 
 
+@pytest.mark.parametrize(
+    "positions",
+    [
+        None,
+        torch.arange(5) * 7,  # [T]
+        torch.tensor([[3], [9000]]) + torch.arange(5),  # [B, T]: [H, T] to apply_rope, per head
+        (torch.tensor([[3], [9000]]) + torch.arange(5))[:, None],  # [B, 1, T]
+        torch.arange(5)[None] + 40,  # [1, T]
+        [0, 3, 6, 9, 12],  # a list: read on the host, as apply_rope reads it
+    ],
+    ids=["none", "[T]", "[B, T]", "[B, 1, T]", "[1, T]", "list"],
+)
+def test_rope_qk_on_the_kernel_rotates_as_apply_rope_does(positions, monkeypatch):
+    """``posenc.fast.rope_qk`` with the kernel serving CPU tensors (under the interpreter):
+    whichever positions go to the one launch and whichever do not, q and k are rotated as
+    :func:`posenc.rope.apply_rope` reads the positions, each against its own shape."""
+    from posenc.fast import kernels
+
+    monkeypatch.setattr(kernels, "triton_available", lambda device="cuda": True)
+    monkeypatch.setattr(kernels, "_TRITON_DEVICES", ("cuda", "cpu"))
+    torch.manual_seed(3)
+    q, k = _model_view(2, 5, 2, 16, torch.float32), _model_view(2, 5, 2, 16, torch.float32)
+    rq, rk = kernels.rope_qk(q, k, positions, layout="half", offset=2)
+    as_given = None if positions is None else torch.as_tensor(positions)
+    for got, x in ((rq, q), (rk, k)):
+        want = _oracle(x, as_given, 2, "half")
+        torch.testing.assert_close(got, want, rtol=2e-7, atol=2e-6)  # torch's cos: 1 ulp off
+    if isinstance(positions, list):  # nested lists are refused, as apply_rope refuses them
+        with pytest.raises(ValueError, match="1-D"):
+            kernels.rope_qk(q, k, [positions, positions])
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     x_shape=st.lists(st.integers(0, 3), min_size=2, max_size=5),

@@ -836,8 +836,8 @@ def _fuses(q, k, positions) -> bool:
         return False
     if length == 0 or dim == 0 or dim % 2:  # the reference's errors, by the general path
         return False
-    if not isinstance(positions, torch.Tensor):
-        return True  # None, or integers rope_qk_triton reads on the host as the reference does
+    if not isinstance(positions, torch.Tensor):  # integers on the host take the general path,
+        return positions is None  # which reads them as apply_rope does ([H, T] is per head)
     shape = positions.shape  # broadcasts into q's [B, H, T]: _use_triton checked it
     if len(shape) <= 1:
         return shape == (length,)
