@@ -298,6 +298,8 @@ def test_frequencies_in_any_dtype_are_rounded_as_to_rounds_them(dtype):
         (lambda: tr.rope_triton(torch.randn(3, 8).to(torch.int32)), TypeError, "floating"),
         (lambda: tr.rope_triton(torch.randn(3, 8), offset=1.5), TypeError, "offset"),
         (lambda: tr.rope_triton(torch.randn(3, 8), [0, 1]), ValueError, "one entry per position"),
+        (lambda: tr.rope_triton(torch.randn(2, 3, 8), [[0, 1, 2]] * 2), ValueError, "1-D"),
+        (lambda: tr.rope_triton(torch.randn(1, 8), True), TypeError, "a bool"),
         (lambda: tr.rope_triton(torch.randn(3, 8), torch.zeros(2, 3)), TypeError, "integers"),
         (
             lambda: tr.rope_triton(torch.randn(2, 3, 8), torch.zeros(4, 1, 3, dtype=torch.int64)),

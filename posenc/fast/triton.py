@@ -50,6 +50,7 @@ from posenc._validate import (
     check_bool,
     check_int,
     check_layout,
+    check_positions,
     check_positive_float,
     check_tensor,
 )
@@ -512,21 +513,13 @@ def _on(name: str, t: torch.Tensor, device: torch.device) -> torch.Tensor:
 
 
 def _integer_tensor(positions, device) -> torch.Tensor:
+    """Positions as an integer tensor on ``device``: a tensor as it is (copied there from the
+    CPU), Python integers by the reference's rule (an int or a flat sequence)."""
     if isinstance(positions, torch.Tensor):
         if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
             raise TypeError(f"positions must hold integers, got dtype {positions.dtype}")
         return _on("positions", positions, device)
-    if isinstance(positions, bool):
-        raise TypeError("positions must be integers, got a bool")
-    try:
-        t = torch.as_tensor([positions] if isinstance(positions, int) else positions)
-    except (TypeError, ValueError, RuntimeError) as err:
-        raise TypeError(
-            f"positions must be integers, got {type(positions).__name__}: {err}"
-        ) from None
-    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
-        raise TypeError(f"positions must hold integers, got dtype {t.dtype}")
-    return t.to(device)
+    return check_positions("positions", positions, nonnegative=False).to(device)
 
 
 def _positions_rows(positions, x4: torch.Tensor, x_shape) -> torch.Tensor | str | None:
