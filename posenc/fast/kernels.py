@@ -768,9 +768,10 @@ def rope_qk(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Queries and keys in one call, with one table for both (looked up or computed once).
 
-    On CUDA with Triton, ``q [B, H, T, D]`` and ``k [B, H_kv, T, D]`` at positions ``[T]``
-    (or ``[B, 1, T]``) go through one launch of :func:`~posenc.fast.triton.rope_qk_triton`,
-    each position's angles made once for every head of both.
+    On CUDA with Triton, ``q [B, H, T, D]`` and ``k [B, H_kv, T, D]`` at positions None, a
+    tensor ``[T]``, ``[1, T]`` or ``[B, 1, T]`` (the same for every head) go through one launch
+    of :func:`~posenc.fast.triton.rope_qk_triton`, each position's angles made once for every
+    head of both, the positions read where they lie.
 
     Args:
         q: queries ``[..., H, T, D]``.
