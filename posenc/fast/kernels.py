@@ -818,10 +818,11 @@ def rope_qk(
 
 
 def _fuses(q, k, positions) -> bool:
-    """Whether one launch of :func:`~posenc.fast.triton.rope_qk_triton` rotates ``q`` and ``k`` at ``positions``
-    as :func:`posenc.rope.apply_rope` would each (shapes only, nothing read): ``[B, H, T, D]``
-    and ``[B, H_kv, T, D]`` alike but for the heads, as ``rope_qk_triton`` checks them, and
-    positions None, ``[T]``, ``[1, T]`` or ``[B or 1, 1, T]`` (the same for every head)."""
+    """Whether one launch of :func:`~posenc.fast.triton.rope_qk_triton` rotates ``q`` and
+    ``k`` at ``positions`` as :func:`posenc.rope.apply_rope` would rotate each (shapes only,
+    nothing read): ``[B, H, T, D]`` and ``[B, H_kv, T, D]`` alike but for the heads, as
+    ``rope_qk_triton`` checks them, and positions None or a tensor ``[T]``, ``[1, T]`` or
+    ``[B or 1, 1, T]`` (the same for every head)."""
     if not (
         _use_triton(q, positions)
         and isinstance(k, torch.Tensor)

@@ -478,9 +478,10 @@ def _check_device(x: torch.Tensor) -> None:
 
 
 def _freqs(x, base, inv_freq) -> torch.Tensor:
-    """The frequencies on x's device, no device-to-host copy: given ones in their own dtype
-    (the kernel rounds them to the angle dtype: no conversion launched a call), unless the
-    kernel cannot load it (float8); else ``rope_inv_freq`` in the angle dtype, made once."""
+    """The frequencies on x's device, with no device-to-host copy: given ones stay in their
+    own dtype (the kernel rounds them to the angle dtype, so no conversion is launched per
+    call) unless the kernel cannot load it (float8); else ``rope_inv_freq`` in the angle
+    dtype, made once."""
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     if inv_freq is None:
         base = check_positive_float("base", base)
