@@ -64,12 +64,7 @@ from posenc._validate import (
 )
 from posenc.fast import cpu_kernel
 from posenc.fast.tables import _angle_tables, _Args, _as_3d, _Tables, _tables
-from posenc.fast.triton import (
-    TRITON_DTYPES,
-    _checked_qk,
-    rope_triton,
-    triton_available,
-)
+from posenc.fast.triton import _DTYPE_SET, _checked_qk, rope_triton, triton_available
 from posenc.rope import (
     LAYOUTS,
     _join,
@@ -717,15 +712,13 @@ def _rotate_best(src, dst, tables: _Tables, layout: str) -> None:
 _TRITON_DEVICES = ("cuda",)
 """Device types whose tensors go to the Triton kernel (the tests add ``meta`` as a stand-in)."""
 
-_TRITON_DTYPES = frozenset(TRITON_DTYPES)
-
 
 def _use_triton(x, positions) -> bool:
     """Whether the Triton kernel serves this call: CUDA, a dtype it takes, and positions that
     do not broadcast ``x`` to a larger shape (checked on shapes only, nothing read from the GPU)."""
     if not (
         isinstance(x, torch.Tensor)
-        and x.dtype in _TRITON_DTYPES
+        and x.dtype in _DTYPE_SET
         and x.dim() >= 2
         and x.device.type in _TRITON_DEVICES
         and triton_available()
