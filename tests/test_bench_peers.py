@@ -3,6 +3,8 @@ rows say what they measured, and the swap of RoPE inside the model is real."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -171,3 +173,101 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
         peers.table(result, value="speed")
     with pytest.raises(ValueError, match="name must be one of"):
         peers.stored("a100")
+
+
+def _result(us: dict, *, host_us=5.0, ahead=True, model=()):
+    """A result of ``peers.run`` made by hand: ``us[(case, pass, implementation)]`` times,
+    each with its ratios to that case's ``copy_`` and ``clone``, in bf16, the model's layout."""
+    rows = []
+    for (case, pass_, name), t in us.items():
+        copy, clone = us[case, pass_, "copy_"], us.get((case, pass_, "clone"), math.nan)
+        rows.append(
+            {"case": case, "memory": "model view", "dtype": "bfloat16", "pass": pass_,
+             "implementation": name, "us": t, "host_us": host_us, "host_ahead": ahead,
+             "copy_ratio": copy / t, "clone_ratio": clone / t, "max_error": None, "note": ""}
+        )  # fmt: skip
+    return {"machine": {"device": "stand-in"}, "rows": rows, "model": list(model)}
+
+
+_B8, _DECODE = "B=8, T=4k, D=128", "decode: B=64, T=1, D=128"
+
+
+def _verdicts(result):
+    return {(c["check"], c["case"]): c for c in peers.targets(result)}
+
+
+@pytest.mark.parametrize(
+    ("name", "us", "check", "value"),
+    [  # each target at its bound, and a little past it
+        ("posenc half in place", 100 / 0.97, "in place / copy_", 0.97),
+        ("posenc half", 120 / 0.93, "out of place / clone", 0.93),
+        ("posenc interleaved in place", 100 / (0.9 * 0.98), "interleaved / half, in place", 0.9),
+    ],
+)
+@pytest.mark.parametrize("past", [False, True])
+def test_each_speed_target_is_met_at_its_bound_and_missed_past_it(name, us, check, value, past):
+    us = us * 1.01 if past else us
+    times = {"copy_": 100.0, "clone": 120.0, "posenc half in place": 100 / 0.98,
+             "posenc half": 120 / 0.95, "posenc interleaved in place": 100 / 0.97,
+             "liger in place": 110.0, name: us}  # fmt: skip
+    result = _result({(_B8, "forward", n): t for n, t in times.items()})
+    got = _verdicts(result)[check, _B8]
+    assert got["value"] == pytest.approx(value / 1.01 if past else value)
+    assert got["met"] is (not past)
+
+
+@pytest.mark.parametrize(
+    ("liger", "ours", "met"),
+    [(0.8, 0.8, True), (0.8, 0.79, False), (1.2, 1.08, True), (1.2, 1.07, False)],
+)
+def test_liger_sets_the_bar_and_a_tenth_less_where_it_beats_the_copy(liger, ours, met):
+    times = {"copy_": 100.0, "liger in place": 100 / liger, "posenc half in place": 100 / ours}
+    got = _verdicts(_result({(_B8, "forward", n): t for n, t in times.items()}))
+    assert got["in place / Liger's bar", _B8]["met"] is met
+
+
+def test_training_host_and_model_targets():
+    times = {(_B8, "forward+backward", "copy_"): 100.0,
+             (_B8, "forward+backward", "posenc half"): 221.0,
+             (_DECODE, "forward", "copy_"): 8.0, (_DECODE, "forward", "posenc half"): 8.0,
+             (_DECODE, "forward", "posenc half in place"): 8.0}  # fmt: skip
+    model = [
+        {"step": "prefill B=1, T=4096", "share_transformers": 0.04, "share_posenc": 0.01},
+        {"step": "prefill B=8, T=4096", "share_transformers": 0.07, "share_posenc": 0.011},
+        {"step": "decode B=64 after 4095", "share_transformers": 0.09, "share_posenc": 0.09},
+    ]
+    got = _verdicts(_result(times, host_us=15.0, model=model))
+    assert got["forward+backward / copy_", _B8]["value"] == pytest.approx(2.21)
+    assert got["forward+backward / copy_", _B8]["met"] is False
+    assert got["host µs per call, in place", _DECODE]["met"] is True  # 15 µs: at the bound
+    assert got["host µs per call, out of place", _DECODE]["met"] is True
+    share = "model: RoPE's share, at most 1%"
+    assert got[share, "prefill B=1, T=4096"]["met"] is True
+    assert got[share, "prefill B=8, T=4096"]["met"] is False
+    below = "model: RoPE's share, below transformers'"
+    assert got[below, "decode B=64 after 4095"]["met"] is False  # equal is not smaller
+
+
+def test_a_target_without_its_rows_is_not_checked_and_says_why():
+    times = {"copy_": 100.0, "posenc half in place": 101.0, "posenc interleaved in place": 99.0}
+    got = _verdicts(_result({(_B8, "forward", n): t for n, t in times.items()}, ahead=False))
+    liger = got["in place / Liger's bar", _B8]
+    assert liger["met"] is None and liger["value"] is None
+    assert liger["note"] == "no row of liger in place; the GPU waited for the host"
+    assert got["in place / copy_", _B8]["note"] == "the GPU waited for the host"
+    assert ("forward+backward / copy_", _B8) not in got  # a pass the result did not time
+    text = peers.format_targets(list(got.values()))
+    assert "not checked  (no row of liger in place; the GPU waited" in text
+
+
+def test_a_cpu_run_of_small_cases_has_no_target_to_check(result):
+    assert peers.targets(result) == []
+
+
+def test_the_stored_gpu_run_misses_the_host_target_by_ten_times():
+    """The stored run predates the direct launch: chapter 13 says its host work per call was
+    150 to 195 µs, ten times the 15 µs target, and its in-place speed below 0.97 of copy_."""
+    got = _verdicts(peers.stored("h200"))
+    for name in ("host µs per call, in place", "host µs per call, out of place"):
+        assert got[name, _DECODE]["met"] is False and got[name, _DECODE]["value"] > 150
+    assert got["in place / copy_", _B8]["met"] is False

@@ -133,6 +133,10 @@ def _peers(device: str, args) -> int:
             )
     except ImportError as err:
         print(f"model share not measured: {err}")
+    checks = peers.targets(result)
+    if checks:
+        print("\ntargets, bfloat16, the model's layout:")
+        print(peers.format_targets(checks))
     json_path, png_path = peers.write(result, args.out)
     print(f"wrote {json_path}, {png_path}")
     return 0

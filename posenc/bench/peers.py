@@ -38,6 +38,7 @@ import functools
 import importlib.util
 import inspect
 import math
+import operator
 import platform
 import statistics
 import time
@@ -54,11 +55,13 @@ __all__ = [
     "Case",
     "figure",
     "format_rows",
+    "format_targets",
     "model_share",
     "run",
     "small_cases",
     "stored",
     "table",
+    "targets",
     "write",
 ]
 
@@ -697,6 +700,142 @@ def table(
         f"on {result['machine']['device']}."
     )
     return Table(["case", "copy_ (µs)", *_TABLE_SERIES], body, caption=caption)
+
+
+_LARGE = ("B=8, T=4k, D=128", "B=1, T=32k, D=128")
+_DECODE = "decode: B=64, T=1, D=128"
+_LIGER = "liger in place"
+_OPS = {">=": operator.ge, "<=": operator.le, "<": operator.lt}
+
+
+def targets(result: dict, *, dtype: str = "bfloat16") -> list[dict]:
+    """posenc's speed targets, checked on a result of :func:`run` (bf16, the model's layout).
+
+    - in place at least 0.97 of ``copy_``, out of place at least 0.93 of ``clone``, on the
+      two large cases (B=8, T=4k and B=1, T=32k, D=128);
+    - in place at least Liger's ratio in every case, or at least 0.9 of it where Liger's
+      exceeds 1 (data held in L2);
+    - interleaved at least 0.9 of half's ratio, in place, in every case;
+    - forward plus backward at most 2.2 times the time of ``copy_`` (twice the traffic, and
+      a tenth more);
+    - host time per call at decode at most 15 µs, in place and out of place;
+    - with ``result["model"]`` (:func:`model_share`): posenc's RoPE at most 1% of the
+      forward pass at T=4,096, and a smaller share than transformers' RoPE at decode.
+
+    Only the cases the result holds are checked: a CPU run's small cases give no check.
+
+    Args:
+        result: what :func:`run` returned (or :func:`stored`), optionally with ``"model"``.
+        dtype: which dtype's rows.
+
+    Returns:
+        One dict per check: ``check, case, value, op, goal, met, note``: ``met`` is
+        ``value op goal`` (``op`` ``">="``, ``"<="`` or ``"<"``), or None where a row it needs is
+        missing (``note`` says which); ``note`` also says when the host fell behind the GPU
+        in a row it uses, so that the time there is not the GPU's alone.
+
+    Example:
+        >>> row = dict(case="B=8, T=4k, D=128", memory="model view", dtype="bfloat16", note="")
+        >>> rows = [{**row, "pass": "forward", "implementation": name, "us": us,
+        ...          "copy_ratio": 100 / us, "clone_ratio": 110 / us, "host_ahead": True}
+        ...         for name, us in (("copy_", 100), ("posenc half in place", 102.0))]
+        >>> check = targets({"rows": rows})[0]
+        >>> check["check"], round(check["value"], 3), check["met"]
+        ('in place / copy_', 0.98, True)
+    """
+    rows = {
+        (r["case"], r["pass"], r["implementation"]): r
+        for r in result["rows"]
+        if r["dtype"] == dtype and r["memory"] == "model view" and "us" in r
+    }
+    fwd, train = "forward", "forward+backward"
+    half, inter = "posenc half in place", "posenc interleaved in place"
+    every = tuple(c.name for c in CASES)
+    goals = (  # check, cases, op, goal, the rows it reads, its value from them
+        ("in place / copy_", _LARGE, ">=", 0.97, [(fwd, half)], _copy_ratio),
+        ("out of place / clone", _LARGE, ">=", 0.93, [(fwd, "posenc half")], _clone_ratio),
+        ("in place / Liger's bar", every, ">=", 1.0, [(fwd, half), (fwd, _LIGER)], _over_liger),
+        ("interleaved / half, in place", every, ">=", 0.9, [(fwd, inter), (fwd, half)], _over),
+        ("forward+backward / copy_", every, "<=", 2.2, [(train, "posenc half"), (train, "copy_")],
+         _time_over),
+        ("host µs per call, in place", (_DECODE,), "<=", 15.0, [(fwd, half)], _host_us),
+        ("host µs per call, out of place", (_DECODE,), "<=", 15.0, [(fwd, "posenc half")],
+         _host_us),
+    )  # fmt: skip
+    checks = []
+    for name, cases, op, goal, needs, value in goals:
+        for case in cases:
+            if (case, needs[0][0], "copy_") not in rows:
+                continue  # not a case (or pass) this result measured
+            used = [rows.get((case, *need)) for need in needs]
+            missing = [need[1] for need, r in zip(needs, used, strict=True) if r is None]
+            notes = ["no row of " + ", ".join(missing)] if missing else []
+            if any(r is not None and r.get("host_ahead") is False for r in used):
+                notes.append("the GPU waited for the host")
+            note = "; ".join(notes)
+            got = None if missing else value(*used)
+            met = None if got is None else _OPS[op](got, goal)
+            checks.append(dict(check=name, case=case, value=got, op=op, goal=goal, met=met,
+                               note=note))  # fmt: skip
+    for step in result.get("model", []):
+        if step["step"] == "decode B=64 after 4095":
+            op, goal, name = "<", step["share_transformers"], "below transformers'"
+        elif step["step"].startswith("prefill") and step["step"].endswith("T=4096"):
+            op, goal, name = "<=", 0.01, "at most 1%"
+        else:
+            continue
+        value = step["share_posenc"]
+        checks.append(dict(check=f"model: RoPE's share, {name}", case=step["step"], value=value,
+                           op=op, goal=goal, met=_OPS[op](value, goal), note=""))  # fmt: skip
+    return checks
+
+
+def _copy_ratio(row):
+    return row["copy_ratio"]
+
+
+def _clone_ratio(row):
+    return row["clone_ratio"]
+
+
+def _host_us(row):
+    return row["host_us"]
+
+
+def _over(row, other):
+    """``row``'s ratio to ``copy_`` over ``other``'s."""
+    return row["copy_ratio"] / other["copy_ratio"]
+
+
+def _over_liger(row, liger):
+    """``row``'s ratio over Liger's, or over 0.9 of Liger's where Liger's exceeds 1."""
+    return row["copy_ratio"] / (liger["copy_ratio"] * (0.9 if liger["copy_ratio"] > 1 else 1.0))
+
+
+def _time_over(row, bound):
+    """``row``'s time over ``bound``'s."""
+    return row["us"] / bound["us"]
+
+
+def format_targets(checks: list[dict]) -> str:
+    """The checks of :func:`targets` as text, one line each.
+
+    Example:
+        >>> c = dict(check="in place / copy_", case="B=8, T=4k, D=128", value=0.95, op=">=",
+        ...          goal=0.97, met=False, note="")
+        >>> format_targets([c]).split()[-5:]
+        ['0.950', '(goal', '>=', '0.97)', 'MISSED']
+    """
+    lines = []
+    for c in checks:
+        verdict = {True: "met", False: "MISSED", None: "not checked"}[c["met"]]
+        value = "-" if c["value"] is None else f"{c['value']:.3f}"
+        note = f"  ({c['note']})" if c["note"] else ""
+        lines.append(
+            f"{c['check']:44s} {c['case']:26s} {value:>7s} (goal {c['op']} {c['goal']:.3g})"
+            f" {verdict}{note}"
+        )
+    return "\n".join(lines)
 
 
 def stored(name: str = "h200") -> dict:
