@@ -296,6 +296,31 @@ def test_rope_qk_with_fewer_key_heads():
     torch.testing.assert_close(rk, fr.rope_elementwise(k, [3, 4, 5, 6, 7], layout="half"))
 
 
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize("size", [5, 600])  # the elementwise form, and the blocked one
+def test_rope_qk_broadcasts_positions_over_each_of_q_and_k(inplace, size):
+    """Positions ``[B, 1, T]`` (one row per batch entry) turn every head of q and of k, with
+    its own number of heads, as ``apply_rope`` turns each alone."""
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(3, 8, size, 16, generator=gen), torch.randn(3, 2, size, 16, generator=gen)
+    positions = torch.randint(-50, 5000, (3, 1, size), generator=gen)
+    want = [rope.apply_rope(x, positions, layout="half", inv_freq=rope.rope_inv_freq(16, 10.0))
+            for x in (q, k)]  # fmt: skip
+    got = fr.rope_qk(
+        q, k, positions, layout="half", inv_freq=rope.rope_inv_freq(16, 10.0), inplace=inplace
+    )
+    for g, w in zip(got, want, strict=True):
+        assert torch.equal(g, w)
+    assert (got[0] is q) is inplace and (got[1] is k) is inplace
+
+
+def test_rope_qk_refuses_positions_that_fit_q_and_not_k():
+    q, k = torch.randn(1, 4, 6, 8), torch.randn(1, 2, 6, 8)
+    positions = torch.arange(24).view(4, 6)  # one row per query head: k has two
+    with pytest.raises(ValueError, match=r"\(4, 6\) do not broadcast .* \(1, 2, 6\)"):
+        fr.rope_qk(q, k, positions)
+
+
 def test_scores_depend_on_the_offset_only_with_the_fast_path():
     q, k = torch.randn(2, 1, 300, 64, dtype=torch.float64)  # large enough for the fast path
     base = torch.arange(300)
@@ -352,7 +377,7 @@ def test_bad_input_gets_the_errors_of_apply_rope(name, args, kwargs, error, matc
         (lambda: fr.rope_blocked(torch.zeros(2, 4), block_elements=2.0), TypeError, "an int"),
         (lambda: fr.rope_dense(torch.zeros(2, 4), block=0), ValueError, "block must be"),
         (lambda: fr.rope_qk(torch.zeros(2, 4), torch.zeros(3, 4)), ValueError, "last two"),
-        (lambda: fr.rope_qk(torch.zeros(2, 4), torch.zeros(3, 4), [0, 1]), ValueError, "T=3"),
+        (lambda: fr.rope_qk(torch.zeros(2, 4), torch.zeros(3, 4), [0, 1]), ValueError, r"\[3, 4\]"),
         (lambda: fr.rope_qk(torch.zeros(1, 2, 4), torch.zeros(1, 2, 6)), ValueError, "last two"),
         (
             lambda: fr.rope_qk(torch.zeros(2, 4), torch.zeros(2, 4, dtype=torch.float64)),

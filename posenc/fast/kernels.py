@@ -792,7 +792,6 @@ def rope_qk(
     check_tensor("q", q, min_dim=2)
     check_tensor("k", k, min_dim=2)
     qa = _Args(q, positions, base, inv_freq, layout, offset)
-    ka = _Args(k, positions, base, inv_freq, layout, offset)
     if k.shape[-2:] != q.shape[-2:]:
         raise ValueError(
             f"k must have q's last two dims [T, D] = {list(q.shape[-2:])}, got {list(k.shape[-2:])}"
@@ -802,6 +801,7 @@ def rope_qk(
             f"q and k must share dtype and device, got {q.dtype} on {q.device} "
             f"and {k.dtype} on {k.device}"
         )
+    ka = qa.sharing(k)  # q's positions and frequencies, checked once
     tables = _tables(qa)  # one table for both
     if inplace:
         _inplace(qa, tables)

@@ -76,6 +76,27 @@ class _Args:
         else:
             self.key = (pos_key, dim, freq_key, self.dtype, x.device)
 
+    def sharing(self, x) -> _Args:
+        """The same arguments for ``x``, a checked tensor of this one's ``[T, D]``, dtype and
+        device (the caller checks that): positions, frequencies and cache key as they are,
+        and only the broadcast of the positions over ``x`` made anew."""
+        other = object.__new__(_Args)
+        for name in self.__slots__:
+            setattr(other, name, getattr(self, name))
+        other.x = x
+        if self.p.dim() == 1:
+            other.out_shape = x.shape
+            return other
+        try:
+            lead = torch.broadcast_shapes(self.p.shape, x.shape[:-1])
+        except RuntimeError:
+            raise ValueError(
+                f"positions of shape {tuple(self.p.shape)} do not broadcast with x's leading "
+                f"shape {tuple(x.shape[:-1])}"
+            ) from None
+        other.out_shape = torch.Size((*lead, x.shape[-1]))
+        return other
+
     @property
     def inv_freq(self) -> torch.Tensor:
         if self._inv_freq is None:
