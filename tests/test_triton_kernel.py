@@ -159,14 +159,36 @@ def test_the_output_keeps_the_model_layout():
     assert out.stride() == x.stride()  # written where a [B, T, H, D] tensor would hold it
 
 
-def test_heads_beyond_one_tile_and_per_head_positions(monkeypatch):
-    monkeypatch.setattr(tr, "_TILE", 16)  # two heads of 8 features per tile: five take three
+@pytest.fixture
+def small_tiles(monkeypatch):
+    """Tiles of two heads of 8 features (16 elements), the tile sizes worked out afresh."""
+    monkeypatch.setattr(tr, "_TILE", 16)
+    tr._blocks.cache_clear()
+    yield
+    tr._blocks.cache_clear()
+
+
+def test_heads_beyond_one_tile_and_per_head_positions(small_tiles):
     x = torch.randn(2, 5, 3, 8)
     got = tr.rope_triton(x, layout="interleaved")
     assert torch.equal(got, _oracle(x, None, 0, "interleaved"))
     per_head = torch.arange(15).reshape(5, 3) * 11  # [H, T]: each head its own positions
     got = tr.rope_triton(x, per_head, layout="half")
     assert torch.equal(got, _oracle(x, per_head, 0, "half"))
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_q_and_k_beyond_one_tile_each(layout, inplace, small_tiles):
+    """Five query heads take three tiles and three key heads two, the last of each half full:
+    each tile is stored before the next is loaded, in place too."""
+    assert tr._blocks(5, 3, 8) == (2, 2, 4)
+    q, k = _model_view(2, 6, 5, 8, torch.bfloat16), _model_view(2, 6, 3, 8, torch.bfloat16)
+    rows = torch.arange(6) + torch.tensor([[0], [70]])
+    want = [_oracle(x, rows[:, None], 2, layout) for x in (q, k)]
+    got = tr.rope_qk_triton(q, k, rows[:, None], layout=layout, offset=2, inplace=inplace)
+    assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+    assert (got[0] is q) is inplace
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -365,7 +387,7 @@ def test_the_registered_op_computes_the_same_on_a_device_without_the_kernel(monk
 
 
 _COMPILE_FOR_A_GPU = """
-import json, sys
+import itertools, json, sys
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -375,7 +397,7 @@ kernel = tr._kernel(False)
 names = kernel.arg_names
 pointers = dict.fromkeys(("q", "q_out", "k", "k_out"), "*bf16") | {"pos": "*i64", "inv_freq": "*fp32"}
 found = {}
-for layout in ("half", "interleaved"):
+for layout, warps in itertools.product(("half", "interleaved"), (2, 4, 8)):
     constants = dict(
         HAS_POS=True, INTERLEAVED=layout == "interleaved", INVERSE=False, F64=False,
         LIBDEVICE=True, BY_HAND=False, BLOCK_HQ=32, BLOCK_HK=8, BLOCK_HALF=64,
@@ -393,8 +415,9 @@ for layout in ("half", "interleaved"):
         constexprs={(names.index(n),): v for n, v in constants.items()},
         attrs={(names.index(n),): [["tt.divisibility", 16]] for n in aligned},
     )
-    options = {"enable_fp_fusion": False, "num_warps": 8}
-    found[layout] = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+    options = {"enable_fp_fusion": False, "num_warps": warps}
+    ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+    found[f"{layout}, {warps} warps"] = ptx
 json.dump(found, sys.stdout)
 """
 
@@ -403,15 +426,23 @@ def test_compiles_for_a_gpu_as_intended(monkeypatch):
     """Without a GPU, Triton still compiles the kernel for one (an H100, sm_90) down to PTX:
     the rotation's float32 products are not fused into multiply-adds, bf16 is rounded to
     nearest, cos and sin are libdevice's accurate ones (no ``.approx``), and a row of unit
-    stride moves in 16-byte vector loads and stores. (In a process of its own: Triton reads
-    ``TRITON_INTERPRET`` once, when it is imported.)"""
+    stride moves in 16-byte vector loads and stores. And each pair's cos and sin are
+    evaluated once per program, whatever the warps: every build holds the same number of
+    float64 multiply-adds (those of one evaluation per thread, with no more threads than
+    pairs), where Triton, left to itself, has some tile shapes evaluate them again in every
+    thread that holds a head's copy of the pair (4 to 6 times as many). (In a process of its
+    own: Triton reads ``TRITON_INTERPRET`` once, when it is imported.)"""
     pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend compiles it")
     monkeypatch.delenv("TRITON_INTERPRET")
     done = subprocess.run(
         [sys.executable, "-c", _COMPILE_FOR_A_GPU], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    for layout, ptx in json.loads(done.stdout).items():
+    found = json.loads(done.stdout)
+    assert len({ptx.count("fma.rn.f64") for ptx in found.values()}) == 1, {
+        build: ptx.count("fma.rn.f64") for build, ptx in found.items()
+    }
+    for layout, ptx in found.items():
         assert "fma.rn.f32" not in ptx, layout
         assert "cvt.rn.bf16" in ptx and "cvt.rz" not in ptx, layout  # to nearest, not toward 0
         assert ".approx" not in ptx, layout

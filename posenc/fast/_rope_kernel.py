@@ -37,59 +37,78 @@ def rounded(v, out_type: tl.constexpr, BY_HAND: tl.constexpr):
 
 
 @triton.jit
-def rotate_heads(
-    src,
-    dst,
-    b,
-    t,
-    c,
-    s,
-    n_heads,
-    half,
-    s_b,
-    s_h,
-    s_t,
-    s_d,
-    d_b,
-    d_h,
-    d_t,
-    d_d,
-    INTERLEAVED: tl.constexpr,
-    BLOCK_H: tl.constexpr,
-    BLOCK_HALF: tl.constexpr,
-    BY_HAND: tl.constexpr,
-):
-    # every head of one (batch, position), BLOCK_H heads at a time: whole rows [D] loaded as
-    # they lie (contiguous when the features are), each pair's two features then split in
-    # registers; the half-split layout's rows are [2, D/2], turned into [D/2, 2] first
-    src_at = src + b * s_b + t * s_t
-    dst_at = dst + b * d_b + t * d_t
-    r = tl.arange(0, 2 * BLOCK_HALF)
+def as_row(v):
+    # [D/2] as a row [1, D/2], through a reduction over an axis of one: no arithmetic, but
+    # Triton cannot make the row in another layout by making v again, so the cos and sin
+    # below are made once per pair and then moved to the threads that hold the pair's
+    # features; a plain v[None, :] lets Triton make them again in each of those threads (it
+    # does for some tile shapes and warp counts, at several times the float64 work)
+    return tl.reduce(v[None, None, :], 0, first)
+
+
+@triton.jit
+def first(a, b):
+    # the combining function of as_row's reduction (over one value, it is never called)
+    return a
+
+
+@triton.jit
+def load_tile(at, h0, n_heads, half, s_h, s_d, INTERLEAVED: tl.constexpr,
+              BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr):  # fmt: skip
+    # the two members of every pair of BLOCK_H heads, [BLOCK_H, BLOCK_HALF] each: an
+    # interleaved row is loaded whole and its pairs split in registers; a half-split row is
+    # two contiguous halves, loaded as they lie
+    heads = (h0 + tl.arange(0, BLOCK_H)).to(tl.int64)
     if INTERLEAVED:
-        feats = r
-        in_row = r < 2 * half
-    else:  # the two halves of a row, each padded to BLOCK_HALF when D/2 is not a power of 2
-        feats = (r // BLOCK_HALF) * half + r % BLOCK_HALF
-        in_row = r % BLOCK_HALF < half
-    # a while loop, not range(): Triton 3.6's interpreter hands n_heads over as a one-element
-    # array, which range() cannot take under NumPy 2.5 (the PTX for sm_90 is the same either way)
+        r = tl.arange(0, 2 * BLOCK_HALF)
+        mask = (heads < n_heads)[:, None] & (r < 2 * half)[None, :]
+        x = tl.load(at + heads[:, None] * s_h + r[None, :] * s_d, mask=mask)
+        return tl.split(tl.reshape(x, (BLOCK_H, BLOCK_HALF, 2)))
+    else:
+        cols = tl.arange(0, BLOCK_HALF)
+        mask = (heads < n_heads)[:, None] & (cols < half)[None, :]
+        first = at + heads[:, None] * s_h + cols[None, :] * s_d
+        return tl.load(first, mask=mask), tl.load(first + half * s_d, mask=mask)
+
+
+@triton.jit
+def store_tile(at, x1, x2, c, s, h0, n_heads, half, d_h, d_d, INTERLEAVED: tl.constexpr,
+               BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr, BY_HAND: tl.constexpr):  # fmt: skip
+    # the pairs turned in the angle dtype (each product rounded, then the sum) and rounded
+    # once to the output's dtype, stored where load_tile found them
+    x1 = x1.to(c.dtype)
+    x2 = x2.to(c.dtype)
+    out_type = at.dtype.element_ty
+    o1 = rounded(x1 * c - x2 * s, out_type, BY_HAND)
+    o2 = rounded(x1 * s + x2 * c, out_type, BY_HAND)
+    heads = (h0 + tl.arange(0, BLOCK_H)).to(tl.int64)
+    if INTERLEAVED:
+        r = tl.arange(0, 2 * BLOCK_HALF)
+        mask = (heads < n_heads)[:, None] & (r < 2 * half)[None, :]
+        o = tl.reshape(tl.join(o1, o2), (BLOCK_H, 2 * BLOCK_HALF))
+        tl.store(at + heads[:, None] * d_h + r[None, :] * d_d, o, mask=mask)
+    else:
+        cols = tl.arange(0, BLOCK_HALF)
+        mask = (heads < n_heads)[:, None] & (cols < half)[None, :]
+        first = at + heads[:, None] * d_h + cols[None, :] * d_d
+        tl.store(first, o1, mask=mask)
+        tl.store(first + half * d_d, o2, mask=mask)
+
+
+@triton.jit
+def rotate_heads(src, dst, x1, x2, c, s, n_heads, half, s_h, s_d, d_h, d_d,
+                 INTERLEAVED: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr,
+                 BY_HAND: tl.constexpr):  # fmt: skip
+    # every tile of heads in turn, the first (x1, x2) loaded by the caller: each pass stores
+    # one tile and loads the next (past the last head its mask is empty, and nothing moves).
+    # A while loop, not range(): Triton 3.6's interpreter hands n_heads over as a one-element
+    # array, which range() cannot take under NumPy 2.5
     h0 = 0
     while h0 < n_heads:
-        heads = (h0 + tl.arange(0, BLOCK_H)).to(tl.int64)
-        mask = (heads < n_heads)[:, None] & in_row[None, :]
-        x = tl.load(src_at + heads[:, None] * s_h + feats[None, :] * s_d, mask=mask)
-        x = x.to(c.dtype)
-        if INTERLEAVED:
-            x1, x2 = tl.split(tl.reshape(x, (BLOCK_H, BLOCK_HALF, 2)))
-        else:
-            x1, x2 = tl.split(tl.permute(tl.reshape(x, (BLOCK_H, 2, BLOCK_HALF)), (0, 2, 1)))
-        o = tl.join(x1 * c - x2 * s, x1 * s + x2 * c)
-        if not INTERLEAVED:
-            o = tl.permute(o, (0, 2, 1))
-        o = tl.reshape(o, (BLOCK_H, 2 * BLOCK_HALF))
-        out_at = dst_at + heads[:, None] * d_h + feats[None, :] * d_d
-        tl.store(out_at, rounded(o, dst.dtype.element_ty, BY_HAND), mask=mask)
+        store_tile(dst, x1, x2, c, s, h0, n_heads, half, d_h, d_d,
+                   INTERLEAVED, BLOCK_H, BLOCK_HALF, BY_HAND)  # fmt: skip
         h0 += BLOCK_H
+        x1, x2 = load_tile(src, h0, n_heads, half, s_h, s_d, INTERLEAVED, BLOCK_H, BLOCK_HALF)
 
 
 @triton.jit(do_not_specialize=["offset"])  # a new offset every decoding step: one build
@@ -137,6 +156,13 @@ def rope_kernel(
     row = tl.program_id(0).to(tl.int64)
     b = row // length
     t = row % length
+    q_at = q + b * q_sb + t * q_st
+    qo_at = q_out + b * qo_sb + t * qo_st
+    k_at = k + b * k_sb + t * k_st
+    ko_at = k_out + b * ko_sb + t * ko_st
+    # q's first tile of heads is asked for before the angles are made, so that its loads are
+    # under way meanwhile; k's first tile follows q's stores
+    q1, q2 = load_tile(q_at, 0, n_q, half, q_sh, q_sd, INTERLEAVED, BLOCK_HQ, BLOCK_HALF)
     p = tl.load(pos + b * p_sb + t * p_st).to(tl.int64) + offset if HAS_POS else t + offset
     pairs = tl.arange(0, BLOCK_HALF)
     # the frequencies in whatever dtype they come, rounded to the angle dtype here (as
@@ -151,15 +177,10 @@ def rope_kernel(
         s = s.to(tl.float32)
     if INVERSE:
         s = -s
-    c = c[None, :]
-    s = s[None, :]
-    rotate_heads(
-        q, q_out, b, t, c, s, n_q, half,
-        q_sb, q_sh, q_st, q_sd, qo_sb, qo_sh, qo_st, qo_sd,
-        INTERLEAVED, BLOCK_HQ, BLOCK_HALF, BY_HAND,
-    )  # fmt: skip
-    rotate_heads(
-        k, k_out, b, t, c, s, n_k, half,
-        k_sb, k_sh, k_st, k_sd, ko_sb, ko_sh, ko_st, ko_sd,
-        INTERLEAVED, BLOCK_HK, BLOCK_HALF, BY_HAND,
-    )  # fmt: skip
+    c = as_row(c)
+    s = as_row(s)
+    rotate_heads(q_at, qo_at, q1, q2, c, s, n_q, half, q_sh, q_sd, qo_sh, qo_sd,
+                 INTERLEAVED, BLOCK_HQ, BLOCK_HALF, BY_HAND)  # fmt: skip
+    k1, k2 = load_tile(k_at, 0, n_k, half, k_sh, k_sd, INTERLEAVED, BLOCK_HK, BLOCK_HALF)
+    rotate_heads(k_at, ko_at, k1, k2, c, s, n_k, half, k_sh, k_sd, ko_sh, ko_sd,
+                 INTERLEAVED, BLOCK_HK, BLOCK_HALF, BY_HAND)  # fmt: skip

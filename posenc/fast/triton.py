@@ -132,13 +132,16 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-_WARPS = {False: 4, True: 2}
-"""Warps per program, for the half-split (False) and interleaved (True) layouts, as measured
-on an H200 (q ``[8, 32, 4096, 128]``, k with 8 heads, bf16, in place, GPU time alone with
-``triton.testing.do_bench``): 0.94 and 0.96 of ``copy_``'s speed. A program spreads the cos and sin of its D/2 pairs over its threads; where
-the tile's layout gives the extra warps the same pairs, each thread evaluates several, and the
-float64 evaluations become the kernel's cost (8 warps ran at 0.13 to 0.20 in an earlier form of
-the kernel)."""
+_WARPS = {False: 4, True: 4}
+"""Warps per program, for the half-split (False) and interleaved (True) layouts, chosen from
+the code Triton 3.4 to 3.9 compile for an H100 (bf16, D=128, q with 32 heads and k with 8):
+with 4 warps a thread needs about 70 (half) and 60 (interleaved) registers, so that 7 or 8
+programs share a multiprocessor, each with its 8 KB of q loading while it makes its angles;
+with 2 warps it needs over 100, and half as many warps run at once. Each pair's cos and sin
+are made once per program whatever the warps (a test counts them in the compiled code).
+This form of the kernel has not been timed on a GPU; the form before it (rows permuted
+through shared memory, the angles made before any load), timed on an H200, ran at 0.94 to
+0.96 of ``copy_``'s speed with 2 and 4 warps."""
 
 
 _CONSTEXPRS = (
