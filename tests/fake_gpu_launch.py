@@ -20,6 +20,7 @@ import sys
 import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from triton import knobs
 from triton.backends.compiler import GPUTarget
 from triton.runtime.driver import driver
 
@@ -67,11 +68,30 @@ class FakeCuda:
 
 
 def comparable(launch: tuple) -> tuple:
-    """A launch as values: tensors by identity, the launch metadata by its type."""
+    """A launch as values: tensors by identity, the launch metadata by its type; hooks that
+    call nothing (None, or an empty chain) as None, and then the metadata, which only hooks
+    read, as None too."""
+    idle = all(h is None or getattr(h, "calls", None) == [] for h in launch[7:9])
     return tuple(
-        ("tensor", id(a)) if isinstance(a, torch.Tensor) else type(a).__name__ if i == 6 else a
+        ("tensor", id(a)) if isinstance(a, torch.Tensor)
+        else None if idle and i in (6, 7, 8)
+        else type(a).__name__ if i == 6
+        else a
         for i, a in enumerate(launch)
-    )
+    )  # fmt: skip
+
+
+def listen(on: bool) -> None:
+    """Set a launch hook (a profiler's stand-in) or take it away again: Triton 3.4 keeps one
+    hook, later versions a chain of them."""
+    runtime = knobs.runtime
+    if hasattr(runtime.launch_enter_hook, "add"):
+        (runtime.launch_enter_hook.add if on else runtime.launch_enter_hook.remove)(HEARD.append)
+    else:
+        runtime.launch_enter_hook = HEARD.append if on else None
+
+
+HEARD: list = []
 
 
 def tensor(shape, dtype, shift, transpose=False, pad=0):
@@ -115,6 +135,7 @@ SPECS = st.tuples(
 SHIFTS = st.lists(st.sampled_from([0, 1, 4, 8]), min_size=6, max_size=6)
 OFFSETS = st.sampled_from([0, 1, 7, 16, 4095, 2**31 - 1, 2**31, 2**40, 2**63])
 direct = []
+hooks = []
 
 
 MODEL = (2, 2, 16, 128, torch.bfloat16, True, 0, True, False, True)  # as a model calls it
@@ -123,24 +144,27 @@ ALIGNED = [0] * 6
 
 # calls that Triton compiles apart: padded rows (other strides), a pointer off 16 bytes,
 # an offset past 32 bits, a single position (a 1 is compiled in); q alone off 16 bytes
-@example(MODEL, (6, (*MODEL[:6], 8, *MODEL[7:])), ALIGNED, None, (0, 0))
-@example(MODEL, None, ALIGNED, [0, 1, 0, 0, 0, 0], (0, 0))
-@example((*MODEL[:9], False), None, ALIGNED, [1, 0, 0, 0, 0, 0], (0, 0))  # out of place
-@example(MODEL, None, ALIGNED, None, (4095, 2**31))
-@example(MODEL, (2, (2, 2, 1, *MODEL[3:])), ALIGNED, None, (0, 0))
+@example(MODEL, (6, (*MODEL[:6], 8, *MODEL[7:])), ALIGNED, None, (0, 0), False)
+@example(MODEL, None, ALIGNED, [0, 1, 0, 0, 0, 0], (0, 0), False)
+@example((*MODEL[:9], False), None, ALIGNED, [1, 0, 0, 0, 0, 0], (0, 0), False)  # out of place
+@example(MODEL, None, ALIGNED, None, (4095, 2**31), False)
+@example(MODEL, (2, (2, 2, 1, *MODEL[3:])), ALIGNED, None, (0, 0), False)
+@example(MODEL, None, ALIGNED, None, (0, 7), True)  # a profiler's hook: direct, and heard
 @given(
     spec=SPECS,
     change=st.one_of(st.none(), st.tuples(st.integers(0, 9), SPECS)),  # one field, or none
     first=SHIFTS,
     second=st.one_of(st.none(), SHIFTS),  # None: the first's shifts, in new tensors
     offsets=st.tuples(OFFSETS, OFFSETS),
+    hooked=st.booleans(),  # a launch hook set, as a profiler sets one
 )
-def check_a_direct_launch_is_the_launch_triton_makes(spec, change, first, second, offsets):
+def check_a_direct_launch_is_the_launch_triton_makes(spec, change, first, second, offsets, hooked):
     other = spec
     if change is not None:  # the second call differs from the first in one respect
         field, values = change
         other = (*spec[:field], values[field], *spec[field + 1 :])
     second = first if second is None else second
+    listen(hooked)
     (grid, args, consts), interleaved = call(spec, first, offsets[0])
     tr._COMPILED.clear()
     tr._run_compiled(0, grid, args, consts, interleaved)  # Triton's launch, kept by posenc
@@ -153,12 +177,16 @@ def check_a_direct_launch_is_the_launch_triton_makes(spec, change, first, second
     tr._COMPILED.clear()
     LAUNCHES.clear()
     tr._run_compiled(0, grid, args, consts, interleaved)  # Triton's own launch of that call
+    listen(False)
     assert len(LAUNCHES) == 1
     assert comparable(ours) == comparable(LAUNCHES[-1])
+    if hooked:  # the hook is handed the metadata, as Triton hands it
+        assert ours[7] is not None and ours[6] is not None
+        hooks.append(direct[-1])
 
 
 if __name__ == "__main__":
     driver.set_active(FakeCuda())
     runs = settings(max_examples=int(sys.argv[1]), deadline=None, database=None, derandomize=True)
     runs(check_a_direct_launch_is_the_launch_triton_makes)()
-    print(json.dumps({"launches": len(direct), "direct": sum(direct)}))
+    print(json.dumps({"launches": len(direct), "direct": sum(direct), "hooked": sum(hooks)}))

@@ -27,7 +27,9 @@ def test_a_direct_launch_is_the_launch_triton_makes():
     """Pairs of calls, drawn by hypothesis (dtypes, layouts, strides, padded rows, pointers
     off 16 bytes, offsets past 32 bits, one position or several): where posenc's key sends
     the second call to the kernel compiled for the first, the launcher receives exactly what
-    Triton's own launch of that call gives it (the same cubin, grid, stream, arguments).
+    Triton's own launch of that call gives it (the same cubin, grid, stream, arguments; with
+    a launch hook set, as a profiler sets one, the hooks and the launch metadata too, and
+    without, no hook to call).
     In a process of its own: Triton reads ``TRITON_INTERPRET`` once, when it is imported."""
     pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend compiles it")
     import triton
@@ -43,6 +45,7 @@ def test_a_direct_launch_is_the_launch_triton_makes():
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     found = json.loads(done.stdout.splitlines()[-1])
     assert found["launches"] >= 30 and found["direct"] >= 5  # the direct launch, checked
+    assert found["hooked"] >= 1  # a direct launch with a launch hook set, checked too
 
 
 @pytest.mark.parametrize("version", ["3.3.1", "3.10.0", "4.0.0"])

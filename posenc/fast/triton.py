@@ -264,12 +264,21 @@ def _run_compiled(index: int, grid: int, args: tuple, consts: tuple, interleaved
     hooks, driver = _launch_state()
     stream = driver.active.get_current_stream(index)
     everything = (*args, *consts)  # as Triton passes them: every parameter, in order
-    enter = hooks.launch_enter_hook  # without it, Triton's launch metadata is None
-    metadata = None if enter is None else compiled.launch_metadata((grid,), stream, *everything)
+    enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
+    if _idle(enter) and _idle(leave):  # no hook to call (a profiler adds some): no metadata
+        enter = leave = metadata = None
+    else:
+        metadata = compiled.launch_metadata((grid,), stream, *everything)
     compiled.run(
         grid, 1, 1, stream, compiled.function, compiled.packed_metadata, metadata,
-        enter, hooks.launch_exit_hook, *everything,
+        enter, leave, *everything,
     )  # fmt: skip
+
+
+def _idle(hook) -> bool:
+    """Whether a Triton launch hook calls nothing: None (Triton 3.4), or an empty chain of
+    hooks (from 3.5), which Triton still hands the launch metadata it builds for each call."""
+    return hook is None or getattr(hook, "calls", None) == []
 
 
 @functools.lru_cache(maxsize=1)
