@@ -235,6 +235,23 @@ def test_gradients_are_the_inverse_rotation():
     assert torch.equal(x.grad, _oracle(g, None, 0, "interleaved", inverse=True))
 
 
+def test_torch_func_transforms_take_the_kernel():
+    """``torch.func.grad`` (functorch) differentiates through the kernel as autograd does:
+    the autograd function keeps its context in ``setup_context``, which the transforms need."""
+    q = torch.randn(2, 3, 4, 8, dtype=torch.float64)
+    k = torch.randn(2, 1, 4, 8, dtype=torch.float64)
+    weights = torch.arange(8.0, dtype=torch.float64)
+
+    def loss(q, k):
+        rq, rk = tr.rope_qk_triton(q, k, torch.tensor([2, 3, 5, 7]), layout="half")
+        return (rq * weights).sum() + (rk * rk).sum()
+
+    got = torch.func.grad(loss, argnums=(0, 1))(q, k)
+    leaves = [x.clone().requires_grad_() for x in (q, k)]
+    loss(*leaves).backward()
+    assert all(torch.equal(g, x.grad) for g, x in zip(got, leaves, strict=True))
+
+
 def test_in_place_on_a_leaf_that_needs_grad_is_refused_as_torch_refuses():
     x = torch.randn(3, 8, requires_grad=True)
     with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
