@@ -262,6 +262,10 @@ def test_a_target_without_its_rows_is_not_checked_and_says_why():
 
 def test_a_cpu_run_of_small_cases_has_no_target_to_check(result):
     assert peers.targets(result) == []
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        peers.targets(result, dtype="bf16")
+    with pytest.raises(TypeError, match="result must be a dict"):
+        peers.targets(result["rows"])
 
 
 def test_the_stored_gpu_run_misses_the_host_target_by_ten_times():

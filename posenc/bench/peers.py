@@ -734,6 +734,10 @@ def targets(result: dict, *, dtype: str = "bfloat16") -> list[dict]:
         missing (``note`` says which); ``note`` also says when the host fell behind the GPU
         in a row it uses, so that the time there is not the GPU's alone.
 
+    Raises:
+        TypeError: if ``result`` is not a dict holding a list of rows.
+        ValueError: for a dtype the benchmark does not run.
+
     Example:
         >>> row = dict(case="B=8, T=4k, D=128", memory="model view", dtype="bfloat16", note="")
         >>> rows = [{**row, "pass": "forward", "implementation": name, "us": us,
@@ -743,6 +747,12 @@ def targets(result: dict, *, dtype: str = "bfloat16") -> list[dict]:
         >>> check["check"], round(check["value"], 3), check["met"]
         ('in place / copy_', 0.98, True)
     """
+    if not isinstance(result, dict) or not isinstance(result.get("rows"), list):
+        raise TypeError(
+            f"result must be a dict with a list of rows, as run returns, got {type(result).__name__}"
+        )
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be one of {tuple(_DTYPES)}, got {dtype!r}")
     rows = {
         (r["case"], r["pass"], r["implementation"]): r
         for r in result["rows"]
@@ -819,6 +829,13 @@ def _time_over(row, bound):
 
 def format_targets(checks: list[dict]) -> str:
     """The checks of :func:`targets` as text, one line each.
+
+    Args:
+        checks: what :func:`targets` returned.
+
+    Returns:
+        Lines ``check, case, value (goal op g) met|MISSED|not checked``, with the note
+        in parentheses where there is one.
 
     Example:
         >>> c = dict(check="in place / copy_", case="B=8, T=4k, D=128", value=0.95, op=">=",
