@@ -137,7 +137,7 @@ _WARPS = {False: 4, True: 4}
 the code Triton 3.4 to 3.9 compile for an H100 (bf16, D=128, q with 32 heads and k with 8):
 with 4 warps a thread needs about 70 (half) and 60 (interleaved) registers, so that 7 or 8
 programs share a multiprocessor, each with its 8 KB of q loading while it makes its angles;
-with 2 warps it needs over 100, and half as many warps run at once. Each pair's cos and sin
+with 2 warps it needs over 100, and fewer warps run at once. Each pair's cos and sin
 are made once per program whatever the warps (a test counts them in the compiled code).
 This form of the kernel has not been timed on a GPU; the form before it (rows permuted
 through shared memory, the angles made before any load), timed on an H200, ran at 0.94 to
