@@ -9,10 +9,12 @@ offset into a KV cache). The kernel takes all of that as it is:
   angles once and rotates every head of both tensors with them;
 - **any strides**: each tensor is addressed through its own four strides, so the model's
   transposed view is read where it lies, with no copy;
-- **both layouts alike**: a head's features are loaded as one contiguous row and each
-  pair's two features split in registers: the interleaved pairs ``(x[2i], x[2i+1])`` as the
-  row lies, the half-split pairs ``(x[i], x[i + D/2])`` once the row ``[2, D/2]`` is turned
-  into ``[D/2, 2]`` (on an H200, loading the two halves separately ran at half the speed);
+- **both layouts alike**: the interleaved pairs ``(x[2i], x[2i+1])`` are loaded as whole
+  rows and split in registers, the half-split pairs ``(x[i], x[i + D/2])`` as each row's two
+  contiguous halves; no feature moves between threads, only each pair's cos and sin, made
+  once per program. (An earlier form that loaded the halves separately ran at half the
+  speed on an H200; compiled today, that form makes each cos and sin again in every thread
+  holding a copy of the pair, 12 times the float64 work, which is the likely cause.)
 - **no host work that reads the device**: the angles are made in the kernel from the
   positions and ``inv_freq`` (no table to look up or rebuild, no device-to-host copy), so
   a call can be captured in a CUDA graph;
