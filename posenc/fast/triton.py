@@ -13,8 +13,8 @@ offset into a KV cache). The kernel takes all of that as it is:
   rows and split in registers, the half-split pairs ``(x[i], x[i + D/2])`` as each row's two
   contiguous halves; no feature moves between threads, only each pair's cos and sin, made
   once per program. (An earlier form that loaded the halves separately ran at half the
-  speed on an H200; compiled today, that form makes each cos and sin again in every thread
-  holding a copy of the pair, 12 times the float64 work, which is the likely cause.)
+  speed on an H200, with 8 warps; compiled today, that form makes each cos and sin again in
+  every thread holding a copy of the pair, 10 times the float64 work, the likely cause.)
 - **no host work that reads the device**: the angles are made in the kernel from the
   positions and ``inv_freq`` (no table to look up or rebuild, no device-to-host copy), so
   a call can be captured in a CUDA graph;
