@@ -447,8 +447,9 @@ def test_compiles_for_a_gpu_as_intended(monkeypatch):
     evaluated once per program, whatever the warps: every build holds the same number of
     float64 multiply-adds (those of one evaluation per thread, with no more threads than
     pairs), where Triton, left to itself, has some tile shapes evaluate them again in every
-    thread that holds a head's copy of the pair (4 to 6 times as many). (In a process of its
-    own: Triton reads ``TRITON_INTERPRET`` once, when it is imported.)"""
+    thread that holds a head's copy of the pair (4 to 12 times as many); and the first of
+    q's loads comes before them, so that its data are on the way while they are made. (In a
+    process of its own: Triton reads ``TRITON_INTERPRET`` once, when it is imported.)"""
     pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend compiles it")
     monkeypatch.delenv("TRITON_INTERPRET")
     done = subprocess.run(
@@ -459,6 +460,8 @@ def test_compiles_for_a_gpu_as_intended(monkeypatch):
     assert len({ptx.count("fma.rn.f64") for ptx in found.values()}) == 1, {
         build: ptx.count("fma.rn.f64") for build, ptx in found.items()
     }
+    for build, ptx in found.items():  # q's first loads are issued before the angles are made
+        assert ptx.index("ld.global.v4") < ptx.index("fma.rn.f64"), build
     for layout, ptx in found.items():
         assert "fma.rn.f32" not in ptx, layout
         assert "cvt.rn.bf16" in ptx and "cvt.rz" not in ptx, layout  # to nearest, not toward 0
