@@ -706,6 +706,9 @@ _LARGE = ("B=8, T=4k, D=128", "B=1, T=32k, D=128")
 _DECODE = "decode: B=64, T=1, D=128"
 _LIGER = "liger in place"
 _OPS = {">=": operator.ge, "<=": operator.le, "<": operator.lt}
+_copy_ratio = operator.itemgetter("copy_ratio")
+_clone_ratio = operator.itemgetter("clone_ratio")
+_host_us = operator.itemgetter("host_us")
 
 
 def targets(result: dict, *, dtype: str = "bfloat16") -> list[dict]:
@@ -798,18 +801,6 @@ def targets(result: dict, *, dtype: str = "bfloat16") -> list[dict]:
         checks.append(dict(check=f"model: RoPE's share, {name}", case=step["step"], value=value,
                            op=op, goal=goal, met=_OPS[op](value, goal), note=""))  # fmt: skip
     return checks
-
-
-def _copy_ratio(row):
-    return row["copy_ratio"]
-
-
-def _clone_ratio(row):
-    return row["clone_ratio"]
-
-
-def _host_us(row):
-    return row["host_us"]
 
 
 def _over(row, other):

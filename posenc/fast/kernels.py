@@ -836,7 +836,7 @@ def _fuses(q, k, positions) -> bool:
     shape = positions.shape  # broadcasts into q's [B, H, T]: _use_triton checked it
     if len(shape) <= 1:
         return shape == (length,)
-    return shape[-1] == length and shape[-2] == 1 and (len(shape) == 3 or shape[0] == 1)
+    return shape[-1] == length and shape[-2] == 1  # [1, T] or [B or 1, 1, T]
 
 
 # --- torch.compile --------------------------------------------------------------------------
