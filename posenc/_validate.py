@@ -291,3 +291,54 @@ def check_real_pair(name: str, value: object) -> tuple[float, float]:
         if not math.isfinite(v):
             raise ValueError(f"{name} must be finite, got {value!r}")
     return float(value[0]), float(value[1])
+
+
+def one_memory(first: str, a: torch.Tensor, second: str, b: torch.Tensor) -> bool:
+    """Whether two tensors to be rotated in place are the same elements in the same places
+    (True: rotate them once), told from shapes, strides and offsets alone (nothing is read).
+
+    False when they share no element, and also when neither fills its span with no gap and
+    holds the other's lowest or highest element, which metadata alone cannot settle: q and k
+    cut from one fused projection cross each other's span without sharing an element, and
+    pass, as they pass torch's own in-place checks.
+
+    Raises:
+        ValueError: naming both arguments, when they share elements but are not the same
+            elements in the same places, and one of them is dense and holds the other's lowest
+            or highest element.
+    """
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    if torch.compiler.is_compiling() or a.untyped_storage()._cdata != b.untyped_storage()._cdata:
+        return False
+    start = a.storage_offset(), b.storage_offset()
+    if start[0] == start[1] and a.shape == b.shape and _steps(a) == _steps(b):
+        return True
+    last = tuple(
+        s + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
+        for s, t in zip(start, (a, b), strict=True)
+    )
+    for i, t in enumerate((a, b)):  # a dense tensor holds every element of its span
+        j = 1 - i
+        if _dense(t) and (start[i] <= start[j] <= last[i] or start[i] <= last[j] <= last[i]):
+            raise ValueError(
+                f"{first} and {second} must not share part of their memory for an in-place "
+                f"rotation, got {first} at offset {start[0]} with strides {a.stride()} and "
+                f"{second} at offset {start[1]} with strides {b.stride()} in one storage"
+            )
+    return False
+
+
+def _steps(t: torch.Tensor) -> tuple[int, ...]:
+    """``t``'s strides, 0 where a dim has one entry (its stride then means nothing)."""
+    return tuple(st if n > 1 else 0 for n, st in zip(t.shape, t.stride(), strict=True))
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Whether ``t``'s elements fill their span with no gap (in some order of the dims)."""
+    step = 1
+    for stride, n in sorted((st, n) for n, st in zip(t.shape, t.stride(), strict=True) if n > 1):
+        if stride != step:
+            return False
+        step *= n
+    return True

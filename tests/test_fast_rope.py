@@ -12,6 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import posenc._validate as _validate
 import posenc.rope as rope
 from posenc.fast import kernels as fr
 from posenc.fast import tables as tb
@@ -319,6 +320,83 @@ def test_rope_qk_refuses_positions_that_fit_q_and_not_k():
     positions = torch.arange(24).view(4, 6)  # one row per query head: k has two
     with pytest.raises(ValueError, match=r"\(4, 6\) do not broadcast .* \(1, 2, 6\)"):
         fr.rope_qk(q, k, positions)
+
+
+@pytest.mark.parametrize("size", [5, 600])  # the elementwise form, and the blocked one
+@pytest.mark.parametrize("grad", [False, True])
+def test_rope_qk_in_place_rotates_one_tensor_passed_twice_once(size, grad):
+    """``rope_qk(x, x, inplace=True)`` leaves in ``x`` what ``rope_qk(x, x)`` returns for
+    both: one rotation, not two."""
+    x = torch.randn(2, 3, size, 16)
+    want = fr.rope_qk(x, x, layout="half")[0]
+    x = x.clone().requires_grad_(grad).clone() if grad else x  # not a leaf: autograd records it
+    rq, rk = fr.rope_qk(x, x.view(x.shape), layout="half", inplace=True)
+    assert rq is x and torch.equal(x, want) and torch.equal(rk, want)
+
+
+def test_rope_qk_in_place_refuses_q_and_k_that_share_some_elements():
+    x = torch.randn(2, 4, 600, 16)
+    kept = x.clone()
+    with pytest.raises(ValueError, match="q and k must not share part of their memory"):
+        fr.rope_qk(x, x[:, 1:3], inplace=True)
+    assert torch.equal(x, kept)  # refused before anything was written
+
+
+def test_rope_qk_in_place_takes_q_and_k_split_from_one_fused_projection():
+    """q and k cut from one ``[B, T, (H + 2 H_kv) D]`` projection cross each other's span
+    without sharing an element: each is rotated once, as on its own."""
+    fused = torch.randn(2, 600, (4 + 2 * 2) * 16).view(2, 600, 8, 16)
+    q, k = fused[:, :, :4].transpose(1, 2), fused[:, :, 4:6].transpose(1, 2)
+    want = [rope.apply_rope(t, layout="half") for t in (q, k)]
+    fr.rope_qk(q, k, layout="half", inplace=True)
+    assert torch.equal(q, want[0]) and torch.equal(k, want[1])
+
+
+def _strided_view(data, buffer):
+    """A view of ``buffer`` with drawn sizes, strides and offset, inside it."""
+    dims = data.draw(st.integers(1, 3))
+    sizes = data.draw(st.lists(st.integers(1, 4), min_size=dims, max_size=dims))
+    strides = data.draw(st.lists(st.integers(0, 12), min_size=dims, max_size=dims))
+    span = sum((n - 1) * s for n, s in zip(sizes, strides, strict=True))
+    offset = data.draw(st.integers(0, buffer.numel() - 1 - span))
+    return buffer.as_strided(sizes, strides, offset)
+
+
+def _fills_its_span(elements: list[int]) -> bool:
+    return len(set(elements)) == len(elements) == max(elements) - min(elements) + 1
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_one_memory_says_only_what_the_elements_bear_out(data):
+    """Against the elements themselves (each view holds the indices of its elements in one
+    buffer): True only for the same elements in the same places; an error only when some
+    are shared and they are not that; and whenever one view fills its span with no gap and
+    holds the other's lowest or highest element, never False."""
+    buffer = torch.arange(120)  # room for the widest view: 3 * 3 * 12 + 1 elements
+    a, b = _strided_view(data, buffer), _strided_view(data, buffer)
+    lists = a.flatten().tolist(), b.flatten().tolist()
+    shared = set(lists[0]) & set(lists[1])
+    alike = a.shape == b.shape and torch.equal(a, b)
+    try:
+        one = _validate.one_memory("q", a, "k", b)
+    except ValueError:
+        assert shared and not alike
+        return
+    if one:
+        assert alike
+    else:
+        assert not any(
+            _fills_its_span(mine) and (min(other) in mine or max(other) in mine)
+            for mine, other in (lists, lists[::-1])
+        )
+
+
+def test_one_memory_tells_apart_tensors_of_other_storages():
+    x = torch.randn(4, 8)
+    assert not _validate.one_memory("q", x, "k", x.clone())
+    assert not _validate.one_memory("q", x[:2], "k", x[2:])  # one storage, no element shared
+    assert _validate.one_memory("q", x, "k", x.view(4, 8))
 
 
 def test_scores_depend_on_the_offset_only_with_the_fast_path():

@@ -217,6 +217,23 @@ def test_q_and_k_in_one_launch(layout, monkeypatch):
     assert torch.equal(qc, rq) and torch.equal(kc, rk)
 
 
+@pytest.mark.parametrize("grad", [False, True])
+def test_in_place_q_and_k_that_are_one_tensor_are_rotated_once(grad):
+    """In one launch the keys' loads could see the queries' stores: the same elements passed
+    as q and k are rotated once, as out of place, and q and k that share only some are
+    refused before anything is written. Positions ``[B, T]`` keep their meaning."""
+    x = _model_view(2, 6, 4, 16, torch.float32)
+    rows = torch.arange(6) + torch.tensor([[0], [40]])  # [B, T], as a model's position_ids
+    want = _oracle(x, rows[:, None], 3, "half")
+    y = x.clone().requires_grad_(grad).clone() if grad else x.clone()
+    assert tr.rope_qk_triton(y, y, rows, layout="half", offset=3, inplace=True) == (y, y)
+    assert torch.equal(y, want)
+    z = x.clone()
+    with pytest.raises(ValueError, match="q and k must not share part of their memory"):
+        tr.rope_qk_triton(z, z[:, 1:3], rows, inplace=True)
+    assert torch.equal(z, x)
+
+
 def test_gradients_are_the_inverse_rotation():
     x = _model_view(1, 4, 3, 8, torch.float64).requires_grad_()
     rows = torch.tensor([5, 9, 13, 100])

@@ -60,6 +60,7 @@ from posenc._validate import (
     check_layout,
     check_str_sequence,
     check_tensor,
+    one_memory,
     same_device,
 )
 from posenc.fast import cpu_kernel
@@ -770,7 +771,8 @@ def rope_qk(
         q: queries ``[..., H, T, D]``.
         k: keys ``[..., H_kv, T, D]`` (other leading dims allowed, same ``T`` and ``D``).
         positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`.
-        inplace: rotate ``q`` and ``k`` where they are (as :func:`apply_rope_`).
+        inplace: rotate ``q`` and ``k`` where they are (as :func:`apply_rope_`); one tensor
+            passed as both is rotated once, as out of place.
         offset: added to every position (a KV cache's length): ``positions + offset``.
 
     Returns:
@@ -778,7 +780,8 @@ def rope_qk(
 
     Raises:
         TypeError, ValueError: as :func:`posenc.rope.apply_rope`, or if ``q`` and ``k``
-            differ in ``T`` or ``D``, dtype or device.
+            differ in ``T`` or ``D``, dtype or device; ValueError with ``inplace`` when they
+            share some elements and not others (``k`` a slice of ``q``).
 
     Example:
         >>> q, k = torch.randn(1, 4, 6, 8), torch.randn(1, 2, 6, 8)  # 4 query, 2 key heads
@@ -804,8 +807,10 @@ def rope_qk(
     ka = qa.sharing(k)  # q's positions and frequencies, checked once
     tables = _tables(qa)  # one table for both
     if inplace:
+        one = one_memory("q", q, "k", k)  # before anything is written
         _inplace(qa, tables)
-        _inplace(ka, tables)
+        if not one:  # the same elements are rotated once
+            _inplace(ka, tables)
         return q, k
     return _fastest(qa, tables), _fastest(ka, tables)
 

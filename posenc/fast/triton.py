@@ -55,6 +55,7 @@ from posenc._validate import (
     check_positions,
     check_positive_float,
     check_tensor,
+    one_memory,
 )
 from posenc.rope import _check_inv_freq, _rotate, rope_inv_freq
 
@@ -669,7 +670,8 @@ def rope_qk_triton(
             over the heads, is taken too. ``B`` may be 1 for every batch entry alike.
         base, inv_freq: the frequencies, as for :func:`posenc.rope.apply_rope`.
         layout: ``"half"`` (Hugging Face, the default here) or ``"interleaved"``.
-        inplace: rotate ``q`` and ``k`` where they are.
+        inplace: rotate ``q`` and ``k`` where they are; one tensor passed as both is rotated
+            once, as out of place.
         offset: added to every position (the length of a KV cache).
 
     Returns:
@@ -678,7 +680,8 @@ def rope_qk_triton(
 
     Raises:
         TypeError, ValueError: for bad tensors, positions, frequencies or layout, or ``q``
-            and ``k`` that differ in ``B``, ``T``, ``D``, dtype or device.
+            and ``k`` that differ in ``B``, ``T``, ``D``, dtype or device; ValueError with
+            ``inplace`` when they share some elements and not others (``k`` a slice of ``q``).
         RuntimeError: when Triton cannot run on q's device (see :func:`triton_available`).
 
     Example:
@@ -741,6 +744,11 @@ def _checked_qk(q, k, positions, base, inv_freq, layout, inplace, offset):
         return _call("rope_qk", q, k, rows, offset, freqs, *flags, grad=grad)
     _check_no_overlap("q", q)
     _check_no_overlap("k", k)
+    if one_memory("q", q, "k", k):  # one tensor passed twice: rotated once, as out of place
+        if rows is not None and rows.dim() == 2:
+            rows = rows[:, None]  # [B, T] is per batch entry here; rope_triton reads [B, 1, T]
+        rope_triton(q, rows, inv_freq=freqs, layout=layout, inplace=True, offset=offset)
+        return q, k
     if grad:  # autograd records the copies (and refuses leaves)
         rq, rk = _call("rope_qk", q, k, rows, offset, freqs, *flags, grad=True)
         q.copy_(rq)
