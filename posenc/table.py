@@ -26,12 +26,15 @@ class Table:
         caption: one sentence saying what the table shows.
         align: per column ``"left"`` or ``"right"``; by default text columns are left-
             and number-like columns right-aligned.
+        groups: ``(heading, span)`` pairs over the columns in order, shown as a row of
+            headings above theirs (``""`` for columns of no group), so that columns which
+            share a word (a library's name) need not each repeat it.
 
     Raises:
         TypeError: if a cell is not a ``str``, ``int`` or ``bool``, or the caption not a
             string.
         ValueError: if a row's length differs from the number of columns, the caption is
-            empty, or an alignment is unknown.
+            empty, an alignment is unknown, or the groups' spans do not add up to the columns.
 
     Example:
         >>> t = Table(["offset", "score"], [[1, "0.50"], [10, "0.25"]], caption="Two scores.")
@@ -42,6 +45,12 @@ class Table:
             10   0.25
         >>> "<caption>Two scores.</caption>" in t._repr_html_()
         True
+        >>> print(Table(["n", "eager", "compiled"], [[1, "0.5", "0.9"]], caption="Speeds.",
+        ...             groups=[("", 1), ("torch", 2)]))
+        Speeds.
+                torch
+        n  eager  compiled
+        1    0.5       0.9
     """
 
     def __init__(
@@ -51,6 +60,7 @@ class Table:
         *,
         caption: str,
         align: Sequence[str] | None = None,
+        groups: Sequence[tuple[str, int]] | None = None,
     ) -> None:
         check_sequence("columns", columns)
         check_sequence("rows", rows)
@@ -87,11 +97,17 @@ class Table:
                 f"got {list(align)!r}"
             )
         self.align = list(align)
+        self.groups = None if groups is None else _check_groups(groups, len(self.columns))
 
     def __repr__(self) -> str:
         widths = [
             max(len(r[j]) for r in [self.columns, *self.rows]) for j in range(len(self.columns))
         ]
+        first = 0
+        for heading, span in self.groups or ():  # a heading wider than its columns widens them
+            room = sum(widths[first : first + span]) + 2 * (span - 1)
+            widths[first + span - 1] += max(0, len(heading) - room)
+            first += span
 
         def line(cells: list[str]) -> str:
             return "  ".join(
@@ -99,7 +115,14 @@ class Table:
                 for c, w, a in zip(cells, widths, self.align, strict=True)
             ).rstrip()
 
-        return "\n".join([self.caption, line(self.columns), *(line(r) for r in self.rows)])
+        lines = [self.caption, line(self.columns), *(line(r) for r in self.rows)]
+        if self.groups:
+            spans, first = [], 0
+            for heading, span in self.groups:
+                spans.append(heading.center(sum(widths[first : first + span]) + 2 * (span - 1)))
+                first += span
+            lines.insert(1, "  ".join(spans).rstrip())
+        return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         def cells(tag: str, values: list[str]) -> str:
@@ -108,13 +131,48 @@ class Table:
                 for v, a in zip(values, self.align, strict=True)
             )
 
+        head = f"<tr>{cells('th', self.columns)}</tr>"
+        if self.groups:
+            head = (
+                "<tr>"
+                + "".join(
+                    f'<th colspan="{span}" class="posenc-group">{html.escape(heading)}</th>'
+                    if heading
+                    else f'<th colspan="{span}" class="posenc-blank"></th>'
+                    for heading, span in self.groups
+                )
+                + f"</tr>{head}"
+            )
         body = "".join(f"<tr>{cells('td', r)}</tr>" for r in self.rows)
         return (
             '<table class="posenc-table">'
             f"<caption>{html.escape(self.caption)}</caption>"
-            f"<thead><tr>{cells('th', self.columns)}</tr></thead>"
+            f"<thead>{head}</thead>"
             f"<tbody>{body}</tbody></table>"
         )
+
+
+def _check_groups(groups: object, columns: int) -> list[tuple[str, int]]:
+    check_sequence("groups", groups)
+    out = []
+    for i, group in enumerate(groups):
+        if not (
+            isinstance(group, (tuple, list))
+            and len(group) == 2
+            and isinstance(group[0], str)
+            and isinstance(group[1], int)
+            and not isinstance(group[1], bool)
+        ):
+            raise TypeError(f"groups[{i}] must be a (heading, span) pair, got {group!r}")
+        if group[1] < 1:
+            raise ValueError(f"groups[{i}] must span at least one column, got {group!r}")
+        out.append((group[0], group[1]))
+    if sum(span for _, span in out) != columns:
+        raise ValueError(
+            f"groups must span the {columns} columns, got spans adding up to "
+            f"{sum(span for _, span in out)}"
+        )
+    return out
 
 
 def _numeric(text: str) -> bool:

@@ -169,6 +169,9 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
     assert [round(v, 2) for v in training.values()] == [0.12, 0.03, 0.08]
     table = peers.table(result, value="max_error")
     assert len(table.rows) == 5 and table.rows[2][0] == "B=8, T=4k, D=128"
+    named = [name for name, span in table.groups[1:] for _ in range(span)]  # each library once
+    full = [f"{library} {rest}" for library, rest in zip(named, table.columns[2:], strict=True)]
+    assert full == list(peers._TABLE_SERIES) and table.groups[0] == ("", 2)
     with pytest.raises(ValueError, match="value must be one of"):
         peers.table(result, value="speed")
     with pytest.raises(ValueError, match="name must be one of"):

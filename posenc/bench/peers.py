@@ -699,7 +699,14 @@ def table(
         f"{what}: q [B, 32, T, D] and k [B, 8, T, D], {dtype}, {memory}, {pass_}, "
         f"on {result['machine']['device']}."
     )
-    return Table(["case", "copy_ (µs)", *_TABLE_SERIES], body, caption=caption)
+    # each library's name once, over its columns: eight full names do not fit a page's width
+    libraries = [name.split(" ", 1) for name in _TABLE_SERIES]
+    groups = [("", 2)] + [
+        (library, sum(1 for other, _ in libraries if other == library))
+        for library in dict.fromkeys(library for library, _ in libraries)
+    ]
+    columns = ["case", "copy_ (µs)", *(rest for _, rest in libraries)]
+    return Table(columns, body, caption=caption, groups=groups)
 
 
 _LARGE = ("B=8, T=4k, D=128", "B=1, T=32k, D=128")
