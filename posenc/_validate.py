@@ -309,7 +309,7 @@ def one_memory(first: str, a: torch.Tensor, second: str, b: torch.Tensor) -> boo
     """
     if a.numel() == 0 or b.numel() == 0:
         return False
-    if torch.compiler.is_compiling() or a.untyped_storage()._cdata != b.untyped_storage()._cdata:
+    if _compiling() or _storage(a) != _storage(b):
         return False
     start = a.storage_offset(), b.storage_offset()
     if start[0] == start[1] and a.shape == b.shape and _steps(a) == _steps(b):
@@ -327,6 +327,21 @@ def one_memory(first: str, a: torch.Tensor, second: str, b: torch.Tensor) -> boo
                 f"{second} at offset {start[1]} with strides {b.stride()} in one storage"
             )
     return False
+
+
+_compiling = getattr(torch.compiler, "is_compiling", lambda: False)  # torch 2.3 and later
+
+
+def _storage(t: torch.Tensor) -> int:
+    """Which storage holds ``t``'s elements, also under ``torch.func`` transforms, whose
+    wrappers (``grad``, ``vmap``) have no storage of their own: the wrapped tensor's."""
+    try:
+        return t.untyped_storage()._cdata
+    except NotImplementedError:  # "Cannot access storage of TensorWrapper"
+        functorch = torch._C._functorch
+        while functorch.is_functorch_wrapped_tensor(t):
+            t = functorch.get_unwrapped(t)
+        return t.untyped_storage()._cdata
 
 
 def _steps(t: torch.Tensor) -> tuple[int, ...]:

@@ -334,6 +334,32 @@ def test_rope_qk_in_place_rotates_one_tensor_passed_twice_once(size, grad):
     assert rq is x and torch.equal(x, want) and torch.equal(rk, want)
 
 
+def test_rope_qk_in_place_under_torch_func_transforms():
+    """``torch.func`` passes wrappers with no storage of their own: in place still works,
+    and one tensor passed twice is still rotated once (its gradient is one rotation's)."""
+    q, k = torch.randn(1, 2, 5, 8), torch.randn(1, 1, 5, 8)
+    weights = torch.arange(8.0)
+
+    def once(q):
+        return (rope.apply_rope(q) * weights).sum()
+
+    def apart(q):
+        rq, _ = fr.rope_qk(q * 1, k * 1, inplace=True)
+        return (rq * weights).sum()
+
+    def twice(q):
+        y = q * 1
+        rq, _ = fr.rope_qk(y, y, inplace=True)
+        return (rq * weights).sum()
+
+    want = torch.func.grad(once)(q)
+    assert torch.allclose(torch.func.grad(apart)(q), want)
+    assert torch.allclose(torch.func.grad(twice)(q), want)
+    batch = torch.randn(3, 1, 2, 5, 8)
+    rotated = torch.vmap(lambda t: fr.rope_qk(t * 1, t * 1, inplace=True)[0])(batch)
+    assert torch.allclose(rotated, rope.apply_rope(batch))
+
+
 def test_rope_qk_in_place_refuses_q_and_k_that_share_some_elements():
     x = torch.randn(2, 4, 600, 16)
     kept = x.clone()

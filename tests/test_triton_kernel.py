@@ -252,15 +252,18 @@ def test_gradients_are_the_inverse_rotation():
     assert torch.equal(x.grad, _oracle(g, None, 0, "interleaved", inverse=True))
 
 
-def test_torch_func_transforms_take_the_kernel():
+@pytest.mark.parametrize("inplace", [False, True])
+def test_torch_func_transforms_take_the_kernel(inplace):
     """``torch.func.grad`` (functorch) differentiates through the kernel as autograd does:
-    the autograd function keeps its context in ``setup_context``, which the transforms need."""
+    the autograd function keeps its context in ``setup_context``, which the transforms need.
+    In place, the wrappers the transforms pass (no storage of their own) are taken too."""
     q = torch.randn(2, 3, 4, 8, dtype=torch.float64)
     k = torch.randn(2, 1, 4, 8, dtype=torch.float64)
     weights = torch.arange(8.0, dtype=torch.float64)
 
     def loss(q, k):
-        rq, rk = tr.rope_qk_triton(q, k, torch.tensor([2, 3, 5, 7]), layout="half")
+        q, k = (q * 1, k * 1) if inplace else (q, k)  # not the leaves themselves
+        rq, rk = tr.rope_qk_triton(q, k, torch.tensor([2, 3, 5, 7]), layout="half", inplace=inplace)
         return (rq * weights).sum() + (rk * rk).sum()
 
     got = torch.func.grad(loss, argnums=(0, 1))(q, k)
