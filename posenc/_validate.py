@@ -293,6 +293,20 @@ def check_real_pair(name: str, value: object) -> tuple[float, float]:
     return float(value[0]), float(value[1])
 
 
+def check_no_overlap(name: str, t: torch.Tensor) -> None:
+    """An in-place rotation needs every element of ``t`` once (an expanded view has repeats).
+
+    Raises:
+        ValueError: naming ``t`` and its strides, when a dim of more than one entry has
+            stride 0.
+    """
+    strides = t.stride()
+    if 0 in strides and any(st == 0 and n > 1 for st, n in zip(strides, t.shape, strict=True)):
+        raise ValueError(
+            f"{name} must not overlap itself for an in-place rotation, got strides {t.stride()}"
+        )
+
+
 def one_memory(first: str, a: torch.Tensor, second: str, b: torch.Tensor) -> bool:
     """Whether two tensors to be rotated in place are the same elements in the same places
     (True: rotate them once), told from shapes, strides and offsets alone (nothing is read).

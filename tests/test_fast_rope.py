@@ -368,6 +368,20 @@ def test_rope_qk_in_place_refuses_q_and_k_that_share_some_elements():
     assert torch.equal(x, kept)  # refused before anything was written
 
 
+@pytest.mark.parametrize("size", [5, 600])  # the elementwise form, and the blocked one
+def test_in_place_refuses_a_tensor_that_overlaps_itself_as_on_a_gpu(size):
+    """An expanded view holds one element in several places: refused with the GPU path's
+    error, naming the argument, and before q is written when k is the expanded one."""
+    expanded = torch.randn(2, 1, size, 16).expand(2, 3, size, 16)
+    with pytest.raises(ValueError, match=r"x must not overlap itself .* strides \("):
+        fr.apply_rope_(expanded)
+    q = torch.randn(2, 3, size, 16)
+    kept = q.clone()
+    with pytest.raises(ValueError, match="k must not overlap itself"):
+        fr.rope_qk(q, expanded, inplace=True)
+    assert torch.equal(q, kept)
+
+
 def test_rope_qk_in_place_takes_q_and_k_split_from_one_fused_projection():
     """q and k cut from one ``[B, T, (H + 2 H_kv) D]`` projection cross each other's span
     without sharing an element: each is rotated once, as on its own."""

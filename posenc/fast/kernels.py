@@ -58,6 +58,7 @@ import torch
 from posenc._validate import (
     check_bool,
     check_layout,
+    check_no_overlap,
     check_str_sequence,
     check_tensor,
     one_memory,
@@ -664,7 +665,8 @@ def apply_rope_(
 
     Raises:
         TypeError, ValueError: as :func:`posenc.rope.apply_rope`, and ValueError when
-            positions would broadcast ``x`` to a larger shape.
+            positions would broadcast ``x`` to a larger shape, or ``x`` holds one element in
+            several places (an expanded view).
 
     Example:
         >>> x = torch.randn(3, 8)
@@ -676,7 +678,9 @@ def apply_rope_(
         return rope_triton(
             x, positions, base=base, inv_freq=inv_freq, layout=layout, inplace=True, offset=offset
         )
-    _inplace(_Args(x, positions, base, inv_freq, layout, offset))
+    args = _Args(x, positions, base, inv_freq, layout, offset)
+    check_no_overlap("x", x)  # as on a GPU, not torch's error from deep inside
+    _inplace(args)
     return x
 
 
@@ -781,7 +785,8 @@ def rope_qk(
     Raises:
         TypeError, ValueError: as :func:`posenc.rope.apply_rope`, or if ``q`` and ``k``
             differ in ``T`` or ``D``, dtype or device; ValueError with ``inplace`` when they
-            share some elements and not others (``k`` a slice of ``q``).
+            share some elements and not others (``k`` a slice of ``q``), or one holds an
+            element in several places (an expanded view).
 
     Example:
         >>> q, k = torch.randn(1, 4, 6, 8), torch.randn(1, 2, 6, 8)  # 4 query, 2 key heads
@@ -806,8 +811,10 @@ def rope_qk(
         )
     ka = qa.sharing(k)  # q's positions and frequencies, checked once
     tables = _tables(qa)  # one table for both
-    if inplace:
-        one = one_memory("q", q, "k", k)  # before anything is written
+    if inplace:  # everything checked before anything is written
+        check_no_overlap("q", q)
+        check_no_overlap("k", k)
+        one = one_memory("q", q, "k", k)
         _inplace(qa, tables)
         if not one:  # the same elements are rotated once
             _inplace(ka, tables)

@@ -52,6 +52,7 @@ from posenc._validate import (
     check_bool,
     check_int,
     check_layout,
+    check_no_overlap,
     check_positions,
     check_positive_float,
     check_tensor,
@@ -507,15 +508,6 @@ def _freqs(x, base, inv_freq) -> torch.Tensor:
     return freqs if freqs.dtype in _DTYPE_SET else freqs.to(dtype)
 
 
-def _check_no_overlap(name: str, t: torch.Tensor) -> None:
-    """An in-place rotation needs every element of ``t`` once (an expanded view has repeats)."""
-    strides = t.stride()
-    if 0 in strides and any(st == 0 and n > 1 for st, n in zip(strides, t.shape, strict=True)):
-        raise ValueError(
-            f"{name} must not overlap itself for an in-place rotation, got strides {t.stride()}"
-        )
-
-
 def _on(name: str, t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """``t`` on ``device``: from the CPU it is copied there (as the reference does); from any
     other device it is refused, since that copy would go through the host."""
@@ -641,7 +633,7 @@ def rope_triton(
     grad = torch.is_grad_enabled() and x.requires_grad
     if not inplace:
         return _call("rope", x4, rows, offset, freqs, *flags, grad=grad).view(x.shape)
-    _check_no_overlap("x", x)
+    check_no_overlap("x", x)
     if grad:  # autograd records the copy (and refuses a leaf)
         x.copy_(_call("rope", x4, rows, offset, freqs, *flags, grad=True).view(x.shape))
     else:
@@ -742,8 +734,8 @@ def _checked_qk(q, k, positions, base, inv_freq, layout, inplace, offset):
     grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
     if not inplace:
         return _call("rope_qk", q, k, rows, offset, freqs, *flags, grad=grad)
-    _check_no_overlap("q", q)
-    _check_no_overlap("k", k)
+    check_no_overlap("q", q)
+    check_no_overlap("k", k)
     if one_memory("q", q, "k", k):  # one tensor passed twice: rotated once, as out of place
         if rows is not None and rows.dim() == 2:
             rows = rows[:, None]  # [B, T] is per batch entry here; rope_triton reads [B, 1, T]
