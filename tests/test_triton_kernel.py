@@ -602,6 +602,27 @@ def test_on_a_gpu_the_same_numbers(dtype, layout, monkeypatch):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("layout", LAYOUTS)
+def test_on_a_gpu_in_place_on_one_buffer(layout, monkeypatch):
+    """In place in one launch: q and k cut from one fused projection are each rotated once
+    (interleaved in memory, no element shared), and one tensor passed as both, once."""
+    monkeypatch.delenv("TRITON_INTERPRET")
+    torch.manual_seed(1)
+    fused = torch.randn(2, 64, 32 + 2 * 8, 128).to(torch.bfloat16)  # [B, T, H + 2 H_kv, D]
+    rows = torch.arange(64) + torch.tensor([[0], [4000]])
+    q, k = fused[:, :, :32].transpose(1, 2), fused[:, :, 32:40].transpose(1, 2)
+    want = [_oracle(x, rows[:, None], 0, layout) for x in (q, k)]
+    on_gpu = fused.cuda()
+    qg, kg = on_gpu[:, :, :32].transpose(1, 2), on_gpu[:, :, 32:40].transpose(1, 2)
+    tr.rope_qk_triton(qg, kg, rows.cuda(), layout=layout, inplace=True)
+    assert torch.equal(qg.cpu(), want[0]) and torch.equal(kg.cpu(), want[1])
+    assert torch.equal(on_gpu[:, :, 40:].cpu(), fused[:, :, 40:])  # the values untouched
+    again = q.cuda()
+    tr.rope_qk_triton(again, again, rows.cuda(), layout=layout, inplace=True)
+    assert torch.equal(again.cpu(), want[0])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_on_a_gpu_a_direct_launch_gives_triton_launchs_numbers(layout, monkeypatch):
     """After Triton's own launch of a kind of call, posenc launches the compiled kernel
     itself (Triton 3.4 to 3.9): the same numbers, for new tensors, a new offset, positions
