@@ -171,6 +171,10 @@ def test_browser_check_reports_what_a_reader_would_see(tmp_path):
             "book/fine.html": f"{COLUMN}<main><article class='bd-article'><p>All fine.</p>"
             "<div style='overflow-x: auto'><pre style='width: 2000px'>wide, scrolls</pre></div>"
             "</article></main>",
+            "book/inline.html": f"{COLUMN}<main><article class='bd-article'><p>Inline: "
+            "<mjx-container style='display: inline-block; max-width: 40px; overflow-x: auto'>"
+            "<span style='display: inline-block; width: 60px'>x</span></mjx-container></p>"
+            "</article></main>",
         },
     )
     with browser_check.open_browser(CHROMIUM) as tabs:
@@ -178,6 +182,7 @@ def test_browser_check_reports_what_a_reader_would_see(tmp_path):
         bad = browser_check.check_page(tabs, site, "notebooks/01_bad", None)
         good = browser_check.check_page(tabs, site, good_page, None)
         fine = browser_check.check_page(tabs, site, "book/fine", None)
+        inline = browser_check.check_page(tabs, site, "book/inline", None)
     problems = "\n".join(bad.problems)
     for expected in (
         "raw TeX visible",
@@ -203,6 +208,8 @@ def test_browser_check_reports_what_a_reader_would_see(tmp_path):
 
     assert good.problems == []
     assert fine.problems == []
+    assert len(inline.problems) == 2  # at each width: a scroll bar under the line of text
+    assert all("an inline formula scrolls (60 px in 40 px" in p for p in inline.problems)
     for width, measured in good.widths.items():
         assert measured["overflow"] == [], width
         scrolled = [s["text"] for s in measured["scrolling"]]

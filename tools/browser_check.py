@@ -16,7 +16,9 @@ width, it checks that
   element's box and no line of text reaches past either edge of the column (whether an
   ``overflow: hidden`` box cuts it off or not), and the page does not scroll sideways.
   Content inside a scroll box (an element with ``overflow-x: auto`` or ``scroll``: code
-  cells, ``.math-wrapper``) may be wide; such boxes are listed in the report, not failed;
+  cells, ``.math-wrapper``) may be wide; such boxes are listed in the report, not failed,
+  but an inline formula that scrolls is failed: the screenshots hide scroll bars, and
+  where a reader's browser always shows them, one would sit under the line of text;
 - the console shows no errors and no exception, and no request tried the network.
 
 On a chapter page it also checks that
@@ -376,7 +378,9 @@ _MEASURE = """
         for (const e of boxes) if (e.scrollWidth > e.clientWidth + tolerance && shown(e))
           scrolling.push({selector: selector(e), text: text(e), width: e.scrollWidth,
                           shown: e.clientWidth, top: Math.round(e.getBoundingClientRect().top
-                                                                + window.scrollY)});
+                                                                + window.scrollY),
+                          inline: e.tagName === 'MJX-CONTAINER'
+                                  && e.getAttribute('display') !== 'true'});
       } else {
         walk(el);
       }
@@ -515,6 +519,12 @@ def layout_problems(measured: dict, chapter: bool, first: bool = True) -> list[s
             f"wider than the column ({o['why']}, {o['width']} px in {o['column']} px): "
             f"{o['selector']} {o['text']!r}{where}"
         )
+    for s in measured["scrolling"]:
+        if s.get("inline"):  # the screenshots hide scroll bars; many readers' browsers do not
+            problems.append(
+                f"an inline formula scrolls ({s['width']} px in {s['shown']} px: a scroll bar "
+                f"under the line wherever scroll bars show): {s['text']!r} at y={s['top']}"
+            )
     if not chapter:
         return problems
     for img in measured["images"]:
