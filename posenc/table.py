@@ -103,10 +103,11 @@ class Table:
         widths = [
             max(len(r[j]) for r in [self.columns, *self.rows]) for j in range(len(self.columns))
         ]
-        first = 0
+        headings, first = [], 0
         for heading, span in self.groups or ():  # a heading wider than its columns widens them
             room = sum(widths[first : first + span]) + 2 * (span - 1)
             widths[first + span - 1] += max(0, len(heading) - room)
+            headings.append(heading.center(max(room, len(heading))))
             first += span
 
         def line(cells: list[str]) -> str:
@@ -116,12 +117,8 @@ class Table:
             ).rstrip()
 
         lines = [self.caption, line(self.columns), *(line(r) for r in self.rows)]
-        if self.groups:
-            spans, first = [], 0
-            for heading, span in self.groups:
-                spans.append(heading.center(sum(widths[first : first + span]) + 2 * (span - 1)))
-                first += span
-            lines.insert(1, "  ".join(spans).rstrip())
+        if headings:
+            lines.insert(1, "  ".join(headings).rstrip())
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:

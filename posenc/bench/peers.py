@@ -37,6 +37,7 @@ import dataclasses
 import functools
 import importlib.util
 import inspect
+import itertools
 import math
 import operator
 import platform
@@ -702,8 +703,8 @@ def table(
     # each library's name once, over its columns: eight full names do not fit a page's width
     libraries = [name.split(" ", 1) for name in _TABLE_SERIES]
     groups = [("", 2)] + [
-        (library, sum(1 for other, _ in libraries if other == library))
-        for library in dict.fromkeys(library for library, _ in libraries)
+        (library, len(list(names)))
+        for library, names in itertools.groupby(libraries, key=operator.itemgetter(0))
     ]
     columns = ["case", "copy_ (µs)", *(rest for _, rest in libraries)]
     return Table(columns, body, caption=caption, groups=groups)
