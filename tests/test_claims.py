@@ -1,6 +1,7 @@
 """The claims (posenc.book.claims): every check reproduces its verdict and the appendix is
 current; the summary (posenc.book.summary): the schemes' table and the road map; bad input."""
 
+import dataclasses
 import itertools
 import json
 import re
@@ -77,6 +78,33 @@ def test_every_claim_the_design_asks_for_is_checked(key):
 )
 def test_verdicts_of_the_design_claims(key, verdict):
     assert CLAIMS[key].verdict == verdict
+
+
+def test_a_report_says_the_claim_and_what_its_check_found():
+    """The box a chapter shows: the source's name and the claim, then the verdict its check
+    finds and the evidence, as text and as HTML with the text escaped."""
+    report = claims.report("concept-note-code")
+    claim = CLAIMS["concept-note-code"]
+    text, evidence = str(report), claims.check_claim(claim).evidence
+    assert text == (
+        f"Claim ({claims.SOURCES[claim.source]}): {claim.title}\n"
+        f"Verdict: {claim.verdict} — {evidence}"
+    )
+    page = report._repr_html_()
+    assert f"<strong>Verdict: {claim.verdict}</strong> — {evidence}" in page
+    assert "R_(n-m) k&gt; on 41 x 41" in claims.report("relative-identity")._repr_html_()
+
+
+def test_a_report_refuses_a_verdict_the_book_no_longer_finds(monkeypatch):
+    claim = CLAIMS["binary-252"]
+    drifted = dataclasses.replace(claim, verdict=claim_checks.WRONG)
+    monkeypatch.setattr(claims, "CLAIMS", [drifted if c is claim else c for c in claims.CLAIMS])
+    with pytest.raises(ValueError, match="the check of 'binary-252' finds 'holds'"):
+        claims.report("binary-252")
+    with pytest.raises(ValueError, match="key must be the key of a claim"):
+        claims.report("binary-253")
+    with pytest.raises(TypeError, match="key must be a str"):
+        claims.report(252)
 
 
 def test_claims_are_well_formed_and_in_chapter_order():

@@ -433,13 +433,14 @@ def _rope_grid(q: torch.Tensor, k: torch.Tensor, positions: list[int]) -> torch.
 
 def _check_relative_identity() -> Finding:
     q, k = torch.randn(2, 64, generator=_gen(), dtype=torch.float64)
-    grid = list(range(-10, 11))
+    grid = list(range(-20, 21))  # chapter 9's grid
     scores = _rope_grid(q, k, grid)  # [N, N]: S[m, n] = <R_m q, R_n k>
     offsets = [n - m for m in grid for n in grid]
     relative = (q * apply_rope(k.expand(len(offsets), -1), offsets)).sum(-1)
     holds = torch.allclose(scores.flatten(), relative)
+    n = len(grid)
     return Finding(
-        _verdict(holds), f"<R_m q, R_n k> = <q, R_(n-m) k> on 21 x 21 positions: {_yes(holds)}"
+        _verdict(holds), f"<R_m q, R_n k> = <q, R_(n-m) k> on {n} x {n} positions: {_yes(holds)}"
     )
 
 

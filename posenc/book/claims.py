@@ -451,7 +451,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "concept-note-code",
         _NOTE,
-        "the code rotates the pairs (2i, 2i+1)",
+        "its code implements the RoPE of its text",
         "RoPE rotates the pairs $(x_{2i}, x_{2i+1})$, and the note's code implements it.",
         CAVEAT,
         "The code is a valid RoPE, but it pairs $x_i$ with $x_{i + D/2}$ (the half "
@@ -724,7 +724,7 @@ class ClaimReport:
     evidence: str
 
     def __str__(self) -> str:
-        return f"Claim ({self.source}): {self.title}\nVerdict: {self.verdict}. {self.evidence}"
+        return f"Claim ({self.source}): {self.title}\nVerdict: {self.verdict} — {self.evidence}"
 
     def __repr__(self) -> str:
         return str(self)
@@ -735,7 +735,7 @@ class ClaimReport:
             '<div class="claim-report" style="border-left: 3px solid #0072b2; '
             'padding: 0.1em 0 0.1em 0.9em; margin: 0.5em 0">'
             f"<p><strong>Claim</strong> ({e(self.source)}): {e(self.title)}</p>"
-            f"<p><strong>Verdict: {e(self.verdict)}.</strong> {e(self.evidence)}</p></div>"
+            f"<p><strong>Verdict: {e(self.verdict)}</strong> — {e(self.evidence)}</p></div>"
         )
 
 
@@ -757,7 +757,7 @@ def report(key: str) -> ClaimReport:
     Example:
         >>> report("binary-252")
         Claim (Hugging Face post): 252 is 11111100 in binary
-        Verdict: holds. 252 = 11111100 (MSB first); features 0..7 = 00111111
+        Verdict: holds — 252 = 11111100 (MSB first); features 0..7 = 00111111
     """
     keys = {claim.key: claim for claim in CLAIMS}
     if not isinstance(key, str):
