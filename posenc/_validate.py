@@ -311,15 +311,16 @@ def one_memory(first: str, a: torch.Tensor, second: str, b: torch.Tensor) -> boo
     """Whether two tensors to be rotated in place are the same elements in the same places
     (True: rotate them once), told from shapes, strides and offsets alone (nothing is read).
 
-    False when they share no element, and also when neither fills its span with no gap and
-    holds the other's lowest or highest element, which metadata alone cannot settle: q and k
-    cut from one fused projection cross each other's span without sharing an element, and
-    pass, as they pass torch's own in-place checks.
+    Views with the same strides (slices of one tensor, q and k cut from one fused
+    projection) are told exactly. For others, False when they share no element, and also
+    when neither fills its span with no gap and holds the other's lowest or highest element,
+    which metadata alone does not settle cheaply; they pass, as they pass torch's own
+    in-place checks.
 
     Raises:
         ValueError: naming both arguments, when they share elements but are not the same
-            elements in the same places, and one of them is dense and holds the other's lowest
-            or highest element.
+            elements in the same places: on the same strides, always; otherwise when one of
+            them is dense and holds the other's lowest or highest element.
     """
     if a.numel() == 0 or b.numel() == 0:
         return False
@@ -328,18 +329,63 @@ def one_memory(first: str, a: torch.Tensor, second: str, b: torch.Tensor) -> boo
     start = a.storage_offset(), b.storage_offset()
     if start[0] == start[1] and a.shape == b.shape and _steps(a) == _steps(b):
         return True
-    last = tuple(
-        s + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
-        for s, t in zip(start, (a, b), strict=True)
-    )
-    for i, t in enumerate((a, b)):  # a dense tensor holds every element of its span
-        j = 1 - i
-        if _dense(t) and (start[i] <= start[j] <= last[i] or start[i] <= last[j] <= last[i]):
-            raise ValueError(
-                f"{first} and {second} must not share part of their memory for an in-place "
-                f"rotation, got {first} at offset {start[0]} with strides {a.stride()} and "
-                f"{second} at offset {start[1]} with strides {b.stride()} in one storage"
-            )
+    shared = _shared_on_one_grid(a, b)
+    if shared is None:  # not told by the grid: a dense tensor holds every element of its span
+        last = tuple(
+            s + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
+            for s, t in zip(start, (a, b), strict=True)
+        )
+        shared = any(
+            _dense(t)
+            and (start[i] <= start[1 - i] <= last[i] or start[i] <= last[1 - i] <= last[i])
+            for i, t in enumerate((a, b))
+        )
+    if shared:
+        raise ValueError(
+            f"{first} and {second} must not share part of their memory for an in-place "
+            f"rotation, got {first} at offset {start[0]} with strides {a.stride()} and "
+            f"{second} at offset {start[1]} with strides {b.stride()} in one storage"
+        )
+    return False
+
+
+def _shared_on_one_grid(a: torch.Tensor, b: torch.Tensor) -> bool | None:
+    """Whether ``a`` and ``b``, views of one storage with the same strides (as slices of one
+    tensor have), share an element: exactly, by solving ``sum_d c_d * stride_d = offset(b) -
+    offset(a)`` for index differences ``c_d`` in ``[-(n_b - 1), n_a - 1]``, largest stride
+    first (a few candidates per dim at most); None when the strides differ or a dim has
+    stride 0."""
+    if a.dim() != b.dim():
+        return None
+    dims = []  # (stride, a's largest index, b's largest index) of every dim either spans
+    for n_a, n_b, s_a, s_b in zip(a.shape, b.shape, a.stride(), b.stride(), strict=True):
+        if n_a > 1 and n_b > 1 and s_a != s_b:
+            return None
+        stride = s_a if n_a > 1 else s_b
+        if max(n_a, n_b) > 1:
+            if stride <= 0:
+                return None
+            dims.append((stride, n_a - 1, n_b - 1))
+    dims.sort(reverse=True)
+    # what the dims after each one can add: from -sum(stride * b's index) to sum(stride * a's)
+    reach = [(0, 0)] * (len(dims) + 1)
+    for i in range(len(dims) - 1, -1, -1):
+        stride, top_a, top_b = dims[i]
+        low, high = reach[i + 1]
+        reach[i] = (low - stride * top_b, high + stride * top_a)
+    todo = [(0, b.storage_offset() - a.storage_offset())]  # (dim, what is left to reach)
+    while todo:
+        i, left = todo.pop()
+        if i == len(dims):
+            if left == 0:
+                return True
+            continue
+        stride, top_a, top_b = dims[i]
+        low, high = reach[i + 1]
+        first, last = max(-top_b, -((high - left) // stride)), min(top_a, (left - low) // stride)
+        if last - first > 3:  # too many ways: leave it to the span test
+            return None
+        todo.extend((i + 1, left - c * stride) for c in range(first, last + 1))
     return False
 
 

@@ -5,6 +5,7 @@ has always done), itself checked against a plain per-pair loop in float64.
 """
 
 import importlib.util
+import math
 import os
 
 import pytest
@@ -430,6 +431,36 @@ def test_one_memory_says_only_what_the_elements_bear_out(data):
             _fills_its_span(mine) and (min(other) in mine or max(other) in mine)
             for mine, other in (lists, lists[::-1])
         )
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_one_memory_tells_exactly_for_slices_of_one_tensor(data):
+    """Slices of one tensor share its strides: for them the answer is exact (an error when
+    they share some elements, False when none), whatever their order of dims."""
+    shape = data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=3))
+    whole = torch.arange(math.prod(shape)).view(shape)
+    order = data.draw(st.permutations(range(len(shape))))
+    whole = whole.permute(order)  # a transposed view, as a model's [B, H, T, D] is
+
+    def cut():
+        starts = [data.draw(st.integers(0, n - 1)) for n in whole.shape]
+        return whole[
+            tuple(
+                slice(lo, data.draw(st.integers(lo + 1, n)))
+                for lo, n in zip(starts, whole.shape, strict=True)
+            )
+        ]
+
+    a, b = cut(), cut()
+    shared = set(a.flatten().tolist()) & set(b.flatten().tolist())
+    assert _validate._shared_on_one_grid(a, b) == bool(shared)
+    alike = a.shape == b.shape and torch.equal(a, b)
+    if shared and not alike:
+        with pytest.raises(ValueError, match="must not share part of their memory"):
+            _validate.one_memory("q", a, "k", b)
+    else:
+        assert _validate.one_memory("q", a, "k", b) == alike
 
 
 def test_one_memory_tells_apart_tensors_of_other_storages():
