@@ -307,6 +307,23 @@ def check_no_overlap(name: str, t: torch.Tensor) -> None:
         )
 
 
+def check_writable(name: str, t: torch.Tensor) -> None:
+    """Refuse, before anything is written, what torch refuses when it is written: an in-place
+    operation on a leaf that requires grad, or on a view of one, while autograd records.
+
+    Raises:
+        RuntimeError: naming ``t``, in torch's words.
+    """
+    if t.requires_grad and torch.is_grad_enabled():
+        base = t._base
+        if t.is_leaf or (base is not None and base.is_leaf):
+            what = "a leaf Variable" if t.is_leaf else "a view of a leaf Variable"
+            raise RuntimeError(
+                f"{name}: {what} that requires grad is being used in an in-place operation "
+                "(rotate it out of place, or under torch.no_grad())"
+            )
+
+
 def one_memory(first: str, a: torch.Tensor, second: str, b: torch.Tensor) -> bool:
     """Whether two tensors to be rotated in place are the same elements in the same places
     (True: rotate them once), told from shapes, strides and offsets alone (nothing is read).

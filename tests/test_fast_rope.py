@@ -265,6 +265,75 @@ def test_in_place_records_autograd_on_a_non_leaf():
         rope.apply_rope_(leaf)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_small_inputs_are_bit_identical_also_with_autograd_and_broadcasting(layout):
+    """The promise of ``apply_rope`` for inputs of up to 32,768 elements holds on every path:
+    while autograd records, and when positions ``[1, T]`` broadcast ``x [T, D]``."""
+    x = torch.randn(5, 8)
+    grows = torch.arange(5)[None] + 7  # [1, T]
+    for got, want in (
+        (fr.apply_rope(x.requires_grad_(), layout=layout), rope.apply_rope(x, layout=layout)),
+        (fr.apply_rope(x.detach(), grows, layout=layout), rope.apply_rope(x, grows, layout=layout)),
+    ):
+        assert torch.equal(got, want) and got.shape == want.shape
+
+
+def test_learned_frequencies_are_never_cached():
+    """Tables made from frequencies that require grad would carry the graph of the call that
+    made them: each call makes its own, so that each gets its gradient (a new tensor of the
+    same values, a second backward, a call after one under no_grad)."""
+    x = torch.randn(5, 8, dtype=torch.float64)
+    base = rope.rope_inv_freq(8).double()
+
+    def grad_of(inv):
+        (out,) = torch.autograd.grad((fr.apply_rope(x, inv_freq=inv) * x).sum(), inv)
+        return out
+
+    inv = base.clone().requires_grad_()
+    with torch.no_grad():
+        fr.apply_rope(x, inv_freq=inv)
+    assert fr.apply_rope(x, inv_freq=inv).requires_grad
+    first = grad_of(inv)
+    torch.testing.assert_close(first, grad_of(inv))  # the same tensor again
+    torch.testing.assert_close(first, grad_of(base.clone().requires_grad_()))  # another one
+    reference = torch.autograd.grad((rope.apply_rope(x, inv_freq=inv) * x).sum(), inv)[0]
+    torch.testing.assert_close(first, reference)
+
+
+def test_frequencies_are_cached_by_their_bits():
+    """-0.0 and 0.0 are equal numbers but not the same frequency: each gets its own table,
+    and the result's signs are the reference's."""
+    x = torch.tensor([[1.0, -0.0]])
+    for inv in (torch.tensor([0.0]), torch.tensor([-0.0])):
+        got, want = fr.apply_rope(x, [1], inv_freq=inv), rope.apply_rope(x, [1], inv_freq=inv)
+        assert torch.equal(got.signbit(), want.signbit()), (inv, got, want)
+
+
+def test_torch_func_transforms_take_the_fast_path():
+    """grad and vmap over ``fast.apply_rope`` and ``fast.apply_rope_`` give the reference's
+    numbers, on inputs small and large (past the C loop's threshold), positions batched too."""
+    from torch.func import grad, vmap
+
+    x = torch.randn(5, 8, dtype=torch.float64)
+    positions = [1, 2, 3, 4, 5]
+
+    def loss(apply):
+        return lambda z: apply(z, positions).pow(3).sum()
+
+    def loss_in_place(z):
+        z = z.clone()
+        fr.apply_rope_(z, positions)
+        return z.pow(3).sum()
+
+    want = grad(loss(rope.apply_rope))(x)
+    assert torch.equal(grad(loss(fr.apply_rope))(x), want)
+    assert torch.equal(grad(loss_in_place)(x), want)
+    big = torch.randn(2, 4, 300, 64)  # each call of the vmapped function past 32,768 elements
+    rows = torch.randint(0, 1000, (2, 300))
+    assert torch.equal(vmap(fr.apply_rope)(big), vmap(rope.apply_rope)(big))
+    assert torch.equal(vmap(fr.apply_rope)(big, rows), vmap(rope.apply_rope)(big, rows))
+
+
 def test_empty_leading_dims():
     x = torch.randn(0, 3, 8)
     for name in ("apply_rope", "blocked", "fast_apply_rope_"):
@@ -359,6 +428,28 @@ def test_rope_qk_in_place_under_torch_func_transforms():
     batch = torch.randn(3, 1, 2, 5, 8)
     rotated = torch.vmap(lambda t: fr.rope_qk(t * 1, t * 1, inplace=True)[0])(batch)
     assert torch.allclose(rotated, rope.apply_rope(batch))
+
+
+def test_rope_qk_in_place_checks_both_before_writing_either():
+    """An error about k leaves q as it was: positions that would enlarge k alone, and k a
+    leaf that requires grad (torch's refusal, made before anything is written)."""
+    rows = torch.arange(4).expand(2, 1, 4)  # [2, 1, T]: fits q [2, ...], enlarges k [1, ...]
+    q, k = torch.randn(2, 3, 4, 8), torch.randn(1, 3, 4, 8)
+    before = q.clone()
+    with pytest.raises(ValueError, match="must keep k's shape"):
+        fr.rope_qk(q, k, rows, inplace=True)
+    assert torch.equal(q, before)
+    for k in (
+        torch.randn(2, 3, 4, 8, requires_grad=True),
+        torch.randn(2, 3, 8, 4).requires_grad_(),
+    ):
+        k = k if k.shape[-1] == 8 else k.transpose(-1, -2)  # a view of a leaf, too
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            fr.rope_qk(q, k, inplace=True)
+        assert torch.equal(q, before)
+    with torch.no_grad():  # as torch allows it
+        fr.rope_qk(q, k, inplace=True)
+    assert not torch.equal(q, before)
 
 
 def test_rope_qk_in_place_refuses_q_and_k_that_share_some_elements():

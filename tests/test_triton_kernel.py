@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from posenc import rope
 from posenc.fast import triton as tr
 from posenc.rope import rope_inv_freq
 
@@ -278,6 +279,51 @@ def test_in_place_on_a_leaf_that_needs_grad_is_refused_as_torch_refuses():
         tr.rope_triton(x, inplace=True)
 
 
+def test_in_place_checks_q_and_k_before_writing_either():
+    """k a leaf that requires grad: refused before q is written, as the general path does."""
+    q, k = _model_view(2, 4, 2, 8, torch.float32), _model_view(2, 4, 1, 8, torch.float32)
+    before = q.clone()
+    with pytest.raises(RuntimeError, match="k: a leaf Variable that requires grad"):
+        tr.rope_qk_triton(q, k.requires_grad_(), inplace=True)
+    assert torch.equal(q, before)
+
+
+@pytest.mark.parametrize(
+    "view",
+    [lambda t: torch.stack([t, -t], -1)[..., 0], lambda t: t[:1].expand(t.shape[0])],
+    ids=["every other element", "one element, repeated"],
+)
+def test_frequencies_are_read_where_they_lie(view):
+    """Frequencies that are a strided view (or an expanded one) are the frequencies they
+    show, not the next elements of their storage."""
+    x = torch.randn(2, 3, 5, 16)
+    inv = view(rope_inv_freq(16) * 3)
+    want = tr.rope_triton(x, inv_freq=inv.contiguous())
+    assert torch.equal(tr.rope_triton(x, inv_freq=inv), want)
+    torch.testing.assert_close(want, rope.apply_rope(x, inv_freq=inv), rtol=2e-6, atol=2e-6)
+
+
+def test_learned_frequencies_take_the_path_with_their_gradient(monkeypatch):
+    """The kernel has no gradient for the frequencies: ``posenc.fast`` sends a call with
+    frequencies that require grad down the differentiable path (the reference's gradient),
+    and ``rope_triton`` itself refuses them rather than drop the gradient."""
+    from posenc.fast import kernels
+
+    monkeypatch.setattr(kernels, "triton_available", lambda device="cuda": True)
+    monkeypatch.setattr(kernels, "_TRITON_DEVICES", ("cuda", "cpu"))
+    x = torch.randn(2, 3, 5, 16, dtype=torch.float64)
+    inv = rope_inv_freq(16).double().requires_grad_()
+    for fast_call in (
+        lambda: kernels.apply_rope(x, inv_freq=inv),
+        lambda: kernels.rope_qk(x, x[:, :1], inv_freq=inv)[0],
+    ):
+        (got,) = torch.autograd.grad((fast_call() * x).sum(), inv)
+        (want,) = torch.autograd.grad((rope.apply_rope(x, inv_freq=inv) * x).sum(), inv)
+        torch.testing.assert_close(got, want)
+    with torch.no_grad():  # nothing to record: the kernel serves it
+        assert torch.equal(kernels.apply_rope(x, inv_freq=inv), tr.rope_triton(x, inv_freq=inv))
+
+
 def test_compiles_whole_with_no_graph_break():
     x = _model_view(2, 5, 3, 16, torch.float32)
     k = _model_view(2, 5, 1, 16, torch.float32)
@@ -397,6 +443,25 @@ def test_frequencies_in_any_dtype_are_rounded_as_to_rounds_them(dtype):
             ),
             ValueError,
             r"got shape \(2, 2, 3\)",
+        ),
+        (  # leading dims that do not merge, positions with too many rows or too few
+            lambda: tr.rope_triton(
+                torch.randn(3, 2, 2, 4, 8).transpose(0, 1), torch.zeros(5, 3, 2, 4, dtype=int)
+            ),
+            ValueError,
+            r"must broadcast to x's leading shape \(2, 3, 2, 4\) without enlarging",
+        ),
+        (
+            lambda: tr.rope_triton(
+                torch.randn(2, 3, 2, 4, 8).transpose(0, 1), torch.zeros(2, 3, 2, 4, dtype=int)
+            ),
+            ValueError,
+            r"must broadcast to x's leading shape \(3, 2, 2, 4\)",
+        ),
+        (
+            lambda: tr.rope_triton(torch.randn(3, 8), inv_freq=torch.rand(4, requires_grad=True)),
+            ValueError,
+            "inv_freq must not require grad",
         ),
     ],
 )

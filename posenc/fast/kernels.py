@@ -61,6 +61,7 @@ from posenc._validate import (
     check_no_overlap,
     check_str_sequence,
     check_tensor,
+    check_writable,
     one_memory,
     same_device,
 )
@@ -612,8 +613,10 @@ def apply_rope(
     float64 when a C compiler is available, else one complex multiplication (interleaved)
     or cache-sized blocks of tensor operations (:func:`rope_blocked`). On CUDA, when Triton
     is installed, the kernel of :mod:`posenc.fast.triton`: any strides in one launch, angles
-    made in the kernel (no table, nothing read back from the GPU), differentiable. Inputs of
-    up to 32,768 elements, and the C loop, give exactly the reference's arithmetic; the other
+    made in the kernel (no table, nothing read back from the GPU), differentiable (learned
+    frequencies, which it has no gradient for, take the path of tensor operations). Under
+    ``torch.func`` transforms the CPU path uses tensor operations only. Inputs of up to
+    32,768 elements, and the C loop, give exactly the reference's arithmetic; the other
     paths may differ from it by one unit in the last place (the Triton kernel's ``cos`` and
     ``sin`` are the float32 values nearest the true ones, torch's may be one unit off).
 
@@ -634,7 +637,7 @@ def apply_rope(
         >>> torch.equal(apply_rope(x, layout="half"), rope.apply_rope(x, layout="half"))
         True
     """
-    if _use_triton(x, positions):
+    if _use_triton(x, positions, inv_freq):
         return rope_triton(x, positions, base=base, inv_freq=inv_freq, layout=layout, offset=offset)
     return _fastest(_Args(x, positions, base, inv_freq, layout, offset))
 
@@ -667,6 +670,8 @@ def apply_rope_(
         TypeError, ValueError: as :func:`posenc.rope.apply_rope`, and ValueError when
             positions would broadcast ``x`` to a larger shape, or ``x`` holds one element in
             several places (an expanded view).
+        RuntimeError: as torch, while autograd records, for ``x`` a leaf that requires grad
+            (or a view of one).
 
     Example:
         >>> x = torch.randn(3, 8)
@@ -674,28 +679,37 @@ def apply_rope_(
         >>> apply_rope_(x, [4, 5, 6]) is x, torch.equal(x, expected)
         (True, True)
     """
-    if _use_triton(x, positions):
+    if _use_triton(x, positions, inv_freq):
         return rope_triton(
             x, positions, base=base, inv_freq=inv_freq, layout=layout, inplace=True, offset=offset
         )
     args = _Args(x, positions, base, inv_freq, layout, offset)
-    check_no_overlap("x", x)  # as on a GPU, not torch's error from deep inside
+    _writable("x", args)
     _inplace(args)
     return x
 
 
-def _inplace(args: _Args, tables: _Tables | None = None) -> None:
+def _writable(name: str, args: _Args) -> None:
+    """What an in-place rotation of ``args.x`` needs, checked before anything is written."""
     x = args.x
     if args.out_shape != x.shape:
         raise ValueError(
-            f"positions of shape {tuple(args.p.shape)} broadcast x of shape {tuple(x.shape)} "
-            f"to {tuple(args.out_shape)}; an in-place rotation must keep x's shape"
+            f"positions of shape {tuple(args.p.shape)} broadcast {name} of shape "
+            f"{tuple(x.shape)} to {tuple(args.out_shape)}; an in-place rotation must keep "
+            f"{name}'s shape"
         )
+    check_no_overlap(name, x)  # as on a GPU, not torch's error from deep inside
+    check_writable(name, x)
+
+
+def _inplace(args: _Args, tables: _Tables | None = None) -> None:
+    """Rotate ``args.x`` where it is (checked by :func:`_writable`)."""
+    x = args.x
     tables = _tables(args) if tables is None else tables
-    if _needs_grad(x):  # autograd records the copy; a leaf that needs grad raises here
-        x.copy_(_complex(x, tables.rot, args.layout))
-    elif x.numel() <= _SMALL or x.device.type not in ("cpu", "cuda"):
+    if args.transformed or x.numel() <= _SMALL or x.device.type not in ("cpu", "cuda"):
         x.copy_(_elementwise(x, tables.cos, tables.sin, args.layout))
+    elif _needs_grad(x):  # autograd records the copy
+        x.copy_(_complex(x, tables.rot, args.layout))
     else:
         _rotate_best(x, x, tables, args.layout)
 
@@ -718,9 +732,10 @@ _TRITON_DEVICES = ("cuda",)
 """Device types whose tensors go to the Triton kernel (the tests add ``meta`` as a stand-in)."""
 
 
-def _use_triton(x, positions) -> bool:
-    """Whether the Triton kernel serves this call: CUDA, a dtype it takes, and positions that
-    do not broadcast ``x`` to a larger shape (checked on shapes only, nothing read from the GPU)."""
+def _use_triton(x, positions, inv_freq=None) -> bool:
+    """Whether the Triton kernel serves this call: CUDA, a dtype it takes, positions that do
+    not broadcast ``x`` to a larger shape (checked on shapes only, nothing read from the GPU),
+    and frequencies that are not learned (the kernel has no gradient for them)."""
     if not (
         isinstance(x, torch.Tensor)
         and x.dtype in _DTYPE_SET
@@ -728,6 +743,8 @@ def _use_triton(x, positions) -> bool:
         and x.device.type in _TRITON_DEVICES
         and triton_available()
     ):
+        return False
+    if isinstance(inv_freq, torch.Tensor) and inv_freq.requires_grad and torch.is_grad_enabled():
         return False
     if isinstance(positions, torch.Tensor) and positions.dim() > 1:
         # by hand: torch.broadcast_shapes costs tens of microseconds, a decoding step's budget
@@ -744,10 +761,10 @@ def _fastest(args: _Args, tables: _Tables | None = None) -> torch.Tensor:
     """The default path of ``apply_rope``: the fastest correct kernel for x's device."""
     x = args.x
     tables = _tables(args) if tables is None else tables
+    if args.transformed or x.numel() <= _SMALL or x.device.type not in ("cpu", "cuda"):
+        return _elementwise(x, tables.cos, tables.sin, args.layout)  # broadcasts as it goes
     if args.out_shape != x.shape or _needs_grad(x):  # broadcasting positions, or autograd
         return _complex(x.expand(args.out_shape), tables.rot, args.layout)
-    if x.numel() <= _SMALL or x.device.type not in ("cpu", "cuda"):
-        return _elementwise(x, tables.cos, tables.sin, args.layout)
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     _rotate_best(x, out, tables, args.layout)
     return out
@@ -787,6 +804,8 @@ def rope_qk(
             differ in ``T`` or ``D``, dtype or device; ValueError with ``inplace`` when they
             share some elements and not others (``k`` a slice of ``q``), or one holds an
             element in several places (an expanded view).
+        RuntimeError: as torch, with ``inplace`` while autograd records, for a leaf that
+            requires grad (or a view of one); checked for both before either is written.
 
     Example:
         >>> q, k = torch.randn(1, 4, 6, 8), torch.randn(1, 2, 6, 8)  # 4 query, 2 key heads
@@ -795,7 +814,7 @@ def rope_qk(
         (True, True)
     """
     check_bool("inplace", inplace)
-    if _fuses(q, k, positions):  # q and k checked as rope_qk_triton checks them
+    if _fuses(q, k, positions, inv_freq):  # q and k checked as rope_qk_triton checks them
         return _checked_qk(q, k, positions, base, inv_freq, layout, inplace, offset)
     check_tensor("q", q, min_dim=2)
     check_tensor("k", k, min_dim=2)
@@ -812,8 +831,8 @@ def rope_qk(
     ka = qa.sharing(k)  # q's positions and frequencies, checked once
     tables = _tables(qa)  # one table for both
     if inplace:  # everything checked before anything is written
-        check_no_overlap("q", q)
-        check_no_overlap("k", k)
+        _writable("q", qa)
+        _writable("k", ka)
         one = one_memory("q", q, "k", k)
         _inplace(qa, tables)
         if not one:  # the same elements are rotated once
@@ -822,14 +841,14 @@ def rope_qk(
     return _fastest(qa, tables), _fastest(ka, tables)
 
 
-def _fuses(q, k, positions) -> bool:
+def _fuses(q, k, positions, inv_freq=None) -> bool:
     """Whether one launch of :func:`~posenc.fast.triton.rope_qk_triton` rotates ``q`` and
     ``k`` at ``positions`` as :func:`posenc.rope.apply_rope` would rotate each (shapes only,
     nothing read): ``[B, H, T, D]`` and ``[B, H_kv, T, D]`` alike but for the heads, as
     ``rope_qk_triton`` checks them, and positions None or a tensor ``[T]``, ``[1, T]`` or
     ``[B or 1, 1, T]`` (the same for every head)."""
     if not (
-        _use_triton(q, positions)
+        _use_triton(q, positions, inv_freq)
         and isinstance(k, torch.Tensor)
         and k.dtype == q.dtype
         and k.device == q.device

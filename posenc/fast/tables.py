@@ -36,12 +36,25 @@ _CACHE_BYTES = 256 * 2**20
 _CACHE_MAX_POSITIONS = 1 << 16  # explicit positions up to this many entries are cached
 
 
+_functorch = torch._C._functorch
+
+
 class _Args:
     """Validated arguments: ``x``, positions ``p`` (int64 on x's device), the frequencies
     (computed when first asked for), the angle dtype, the layout, the result's shape and
     the cache key of the tables."""
 
-    __slots__ = ("_base", "_inv_freq", "dtype", "key", "layout", "out_shape", "p", "x")
+    __slots__ = (
+        "_base",
+        "_inv_freq",
+        "dtype",
+        "key",
+        "layout",
+        "out_shape",
+        "p",
+        "transformed",
+        "x",
+    )
 
     def __init__(self, x, positions, base, inv_freq, layout, offset=0):
         x, p = _check_rope_input(x, positions)
@@ -49,6 +62,10 @@ class _Args:
             p = p + offset
         self.layout = check_layout(layout)
         dim = x.shape[-1]
+        # under torch.func (grad, vmap) tensors are wrappers with no data of their own: no
+        # cache key can be read from them, and only plain tensor operations apply
+        wrapped = _functorch.is_functorch_wrapped_tensor
+        self.transformed = wrapped(x) or wrapped(p)
         if inv_freq is None:
             self._base = check_positive_float("base", base)
             self._inv_freq = None
@@ -56,16 +73,23 @@ class _Args:
         else:
             self._base = None
             self._inv_freq = _check_inv_freq(inv_freq, dim)
-            # a key from the values costs a device-to-host copy unless they are on the CPU
-            on_cpu = inv_freq.device.type == "cpu"
-            freq_key = ("inv_freq", inv_freq.dtype, tuple(inv_freq.tolist())) if on_cpu else None
+            self.transformed = self.transformed or wrapped(self._inv_freq)
+            # a key from the values costs a device-to-host copy unless they are on the CPU;
+            # frequencies that are learned are not cached, or their tables would keep the
+            # autograd graph of the call that made them
+            cached = inv_freq.device.type == "cpu" and not (
+                inv_freq.requires_grad or self.transformed
+            )
+            freq_key = ("inv_freq", _bits(self._inv_freq)) if cached else None
         self.x, self.p = x, p
         self.dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
         if p.dim() == 1:
             self.out_shape = x.shape
         else:
             self.out_shape = torch.Size((*torch.broadcast_shapes(p.shape, x.shape[:-1]), dim))
-        if positions is None:
+        if self.transformed:
+            pos_key = None
+        elif positions is None:
             pos_key = ("arange", x.shape[-2], offset)
         elif p.device.type == "cpu" and p.numel() <= _CACHE_MAX_POSITIONS:
             pos_key = ("positions", tuple(p.shape), p.numpy().tobytes())
@@ -84,6 +108,7 @@ class _Args:
         for name in self.__slots__:
             setattr(other, name, getattr(self, name))
         other.x = x
+        other.transformed = self.transformed or _functorch.is_functorch_wrapped_tensor(x)
         if self.p.dim() == 1:
             other.out_shape = x.shape
             return other
@@ -102,6 +127,11 @@ class _Args:
         if self._inv_freq is None:
             self._inv_freq = rope_inv_freq(self.x.shape[-1], self._base)
         return self._inv_freq
+
+
+def _bits(t: torch.Tensor) -> tuple:
+    """A CPU tensor's dtype and bytes: equal keys for equal bits (-0.0 is not 0.0 here)."""
+    return t.dtype, t.contiguous().view(torch.uint8).numpy().tobytes()
 
 
 def rope_tables(

@@ -56,6 +56,7 @@ from posenc._validate import (
     check_positions,
     check_positive_float,
     check_tensor,
+    check_writable,
     one_memory,
 )
 from posenc.rope import _check_inv_freq, _rotate, rope_inv_freq
@@ -504,8 +505,14 @@ def _freqs(x, base, inv_freq) -> torch.Tensor:
         if torch.compiler.is_compiling():  # traced into the graph, not looked up
             return rope_inv_freq(x.shape[-1], base).to(device=x.device, dtype=dtype)
         return _default_inv_freq(x.shape[-1], base, dtype, x.device)
+    if inv_freq.requires_grad and torch.is_grad_enabled():
+        raise ValueError(
+            "inv_freq must not require grad: the kernel has no gradient for the frequencies "
+            "(posenc.fast.apply_rope takes learned frequencies by the differentiable path)"
+        )
     freqs = _on("inv_freq", _check_inv_freq(inv_freq, x.shape[-1]), x.device)
-    return freqs if freqs.dtype in _DTYPE_SET else freqs.to(dtype)
+    freqs = freqs if freqs.dtype in _DTYPE_SET else freqs.to(dtype)
+    return freqs if freqs.is_contiguous() else freqs.contiguous()  # read one after another
 
 
 def _on(name: str, t: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -530,6 +537,23 @@ def _integer_tensor(positions, device) -> torch.Tensor:
     return check_positions("positions", positions, nonnegative=False).to(device)
 
 
+def _spread(p: torch.Tensor, x_shape) -> torch.Tensor:
+    """Positions ``[..., T]`` as a view of x's leading shape ``[..., T]``, by the reference's
+    rule: one entry per position, broadcast without enlarging ``x``."""
+    if p.dim() == 0 or p.shape[-1] != x_shape[-2]:
+        raise ValueError(
+            f"positions must have one entry per position (T={x_shape[-2]}), got shape "
+            f"{tuple(p.shape)}"
+        )
+    try:
+        return p.expand(x_shape[:-1])
+    except RuntimeError:
+        raise ValueError(
+            f"positions of shape {tuple(p.shape)} must broadcast to x's leading shape "
+            f"{tuple(x_shape[:-1])} without enlarging x"
+        ) from None
+
+
 def _positions_rows(positions, x4: torch.Tensor, x_shape) -> torch.Tensor | str | None:
     """Positions as rows for the kernel (``[T]``, ``[B or 1, T]`` or ``[B or 1, 1, T]``), None
     for ``0 .. T-1``, or ``"heads"`` when they differ between the heads of one batch entry
@@ -541,22 +565,16 @@ def _positions_rows(positions, x4: torch.Tensor, x_shape) -> torch.Tensor | str 
     if positions is None:
         return None
     p = _integer_tensor(positions, x4.device)
-    length = x4.shape[-2]
-    if p.dim() == 0 or p.shape[-1] != length:
-        raise ValueError(
-            f"positions must have one entry per position (T={length}), got shape {tuple(p.shape)}"
-        )
-    if p.dim() == 1:
+    if p.dim() == 1 and p.shape[0] == x_shape[-2]:
         return p
-    if p.dim() == len(x_shape) - 1 == 3 and p.shape[1] == 1 and p.shape[0] in (1, x_shape[0]):
+    if (
+        p.dim() == len(x_shape) - 1 == 3
+        and p.shape[1] == 1
+        and p.shape[0] in (1, x_shape[0])
+        and p.shape[2] == x_shape[-2]
+    ):
         return p  # [B or 1, 1, T] for [B, H, T, D], as a model passes them: no view to make
-    try:
-        wide = p.expand(x_shape[:-1])
-    except RuntimeError:
-        raise ValueError(
-            f"positions of shape {tuple(p.shape)} must broadcast to x's leading shape "
-            f"{tuple(x_shape[:-1])} without enlarging x"
-        ) from None
+    wide = _spread(p, x_shape)
     rows = wide.reshape(-1, *x4.shape[1:3]) if wide.dim() > 3 else wide[(None,) * (3 - wide.dim())]
     if rows.shape[1] > 1 and rows.stride(1) != 0:
         return "heads"
@@ -590,9 +608,11 @@ def rope_triton(
 
     Raises:
         TypeError, ValueError: as :func:`posenc.rope.apply_rope`; ValueError for a dtype
-            not in :data:`TRITON_DTYPES` or positions that would enlarge ``x``; ValueError
-            for ``inplace`` on a tensor whose elements overlap (an expanded view).
-        RuntimeError: when Triton cannot run on x's device (see :func:`triton_available`).
+            not in :data:`TRITON_DTYPES`, positions that would enlarge ``x``, or ``inv_freq``
+            that requires grad (the kernel has no gradient for it); ValueError for
+            ``inplace`` on a tensor whose elements overlap (an expanded view).
+        RuntimeError: when Triton cannot run on x's device (see :func:`triton_available`),
+            or, as torch, for ``inplace`` on a leaf that requires grad.
 
     Example:
         >>> x = torch.randn(2, 5, 3, 16).transpose(1, 2)  # [B, H, T, D] view of [B, T, H, D]
@@ -608,11 +628,16 @@ def rope_triton(
     freqs = _freqs(x, base, inv_freq)
     x4 = _bhtd(x)
     if x4 is None:  # leading dims that do not merge: one slice of the first at a time
+        if isinstance(positions, torch.Tensor) and positions.dim() > 1:
+            positions = _spread(_integer_tensor(positions, x.device), x.shape)
+        if inplace:
+            check_no_overlap("x", x)
+            check_writable("x", x)
         out = x if inplace else torch.empty_like(x)
         for i in range(x.shape[0]):
             p_i = positions
-            if isinstance(positions, torch.Tensor) and positions.dim() == x.dim() - 1:
-                p_i = positions[i if positions.shape[0] > 1 else 0]
+            if isinstance(positions, torch.Tensor) and positions.dim() > 1:
+                p_i = positions[i]
             part = rope_triton(
                 x[i], p_i, inv_freq=freqs, layout=layout, inplace=inplace, offset=offset
             )
@@ -634,7 +659,8 @@ def rope_triton(
     if not inplace:
         return _call("rope", x4, rows, offset, freqs, *flags, grad=grad).view(x.shape)
     check_no_overlap("x", x)
-    if grad:  # autograd records the copy (and refuses a leaf)
+    check_writable("x", x)
+    if grad:  # autograd records the copy
         x.copy_(_call("rope", x4, rows, offset, freqs, *flags, grad=True).view(x.shape))
     else:
         _call("rope_", x4, rows, offset, freqs, *flags)
@@ -671,10 +697,13 @@ def rope_qk_triton(
         themselves when ``inplace``. Differentiable when not in place.
 
     Raises:
-        TypeError, ValueError: for bad tensors, positions, frequencies or layout, or ``q``
-            and ``k`` that differ in ``B``, ``T``, ``D``, dtype or device; ValueError with
-            ``inplace`` when they share some elements and not others (``k`` a slice of ``q``).
-        RuntimeError: when Triton cannot run on q's device (see :func:`triton_available`).
+        TypeError, ValueError: for bad tensors, positions, frequencies (``inv_freq`` that
+            requires grad included) or layout, or ``q`` and ``k`` that differ in ``B``, ``T``,
+            ``D``, dtype or device; ValueError with ``inplace`` when they share some elements
+            and not others (``k`` a slice of ``q``).
+        RuntimeError: when Triton cannot run on q's device (see :func:`triton_available`),
+            or, as torch, for ``inplace`` on a leaf that requires grad (before anything is
+            written).
 
     Example:
         >>> q, k = torch.randn(2, 4, 6, 8), torch.randn(2, 2, 6, 8)  # 4 query, 2 key heads
@@ -734,14 +763,15 @@ def _checked_qk(q, k, positions, base, inv_freq, layout, inplace, offset):
     grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
     if not inplace:
         return _call("rope_qk", q, k, rows, offset, freqs, *flags, grad=grad)
-    check_no_overlap("q", q)
-    check_no_overlap("k", k)
+    for name, t in (("q", q), ("k", k)):  # everything checked before anything is written
+        check_no_overlap(name, t)
+        check_writable(name, t)
     if one_memory("q", q, "k", k):  # one tensor passed twice: rotated once, as out of place
         if rows is not None and rows.dim() == 2:
             rows = rows[:, None]  # [B, T] is per batch entry here; rope_triton reads [B, 1, T]
         rope_triton(q, rows, inv_freq=freqs, layout=layout, inplace=True, offset=offset)
         return q, k
-    if grad:  # autograd records the copies (and refuses leaves)
+    if grad:  # autograd records the copies
         rq, rk = _call("rope_qk", q, k, rows, offset, freqs, *flags, grad=True)
         q.copy_(rq)
         k.copy_(rk)
