@@ -16,6 +16,7 @@ from collections import OrderedDict
 import torch
 
 from posenc._validate import (
+    _compiling,
     check_even_dim,
     check_int,
     check_layout,
@@ -63,9 +64,10 @@ class _Args:
         self.layout = check_layout(layout)
         dim = x.shape[-1]
         # under torch.func (grad, vmap) tensors are wrappers with no data of their own: no
-        # cache key can be read from them, and only plain tensor operations apply
+        # cache key can be read from them, and only plain tensor operations apply; under
+        # torch.compile the tables are traced into the graph, not looked up
         wrapped = _functorch.is_functorch_wrapped_tensor
-        self.transformed = wrapped(x) or wrapped(p)
+        self.transformed = _compiling() or wrapped(x) or wrapped(p)
         if inv_freq is None:
             self._base = check_positive_float("base", base)
             self._inv_freq = None
