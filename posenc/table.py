@@ -25,7 +25,8 @@ class Table:
         rows: one sequence of cells per row, each a ``str``, ``int`` or ``bool``.
         caption: one sentence saying what the table shows.
         align: per column ``"left"`` or ``"right"``; by default text columns are left-
-            and number-like columns right-aligned.
+            and number-like columns right-aligned (``"-"``, a number that is missing, counts
+            as one).
         groups: ``(heading, span)`` pairs over the columns in order, shown as a row of
             headings above theirs (``""`` for columns of no group), so that columns which
             share a word (a library's name) need not each repeat it.
@@ -87,7 +88,9 @@ class Table:
         self.caption = caption.strip()
         if align is None:
             align = [
-                "right" if self.rows and all(_numeric(r[j]) for r in self.rows) else "left"
+                "right"
+                if self.rows and all(_numeric(r[j]) or r[j] == "-" for r in self.rows)
+                else "left"
                 for j in range(len(self.columns))
             ]
         check_sequence("align", align)

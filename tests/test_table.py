@@ -52,3 +52,13 @@ def test_each_group_heading_stands_over_its_columns_in_text(groups):
 def test_groups_that_do_not_cover_the_columns_are_refused(groups, error, match):
     with pytest.raises(error, match=match):
         Table(COLUMNS, ROWS, caption="Speeds.", groups=groups)
+
+
+def test_a_missing_number_keeps_its_column_right_aligned():
+    rows = [["B=8", "167.2", "-", "0.12"], ["B=1", "22.2", "0.13", "-"]]
+    table = Table(["case", "copy_ (µs)", "in place", "half"], rows, caption="Speeds.")
+    assert table.align == ["left", "right", "right", "right"]
+    assert Table(["case", "note"], [["a", "-"], ["b", "slow"]], caption="Notes.").align == [
+        "left",
+        "left",
+    ]

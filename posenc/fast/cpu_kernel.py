@@ -234,6 +234,7 @@ def _load():
                 lib.rope_threaded.argtypes = []
                 lib.rope_threaded.restype = ctypes.c_int
                 mismatch = _self_check(lib)
+                compiler = os.path.basename(compiler)  # its name, not this machine's path
                 if mismatch:
                     lib, why = None, f"built with {compiler} but not bit-identical: {mismatch}"
                 elif lib.rope_threaded():
