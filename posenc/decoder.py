@@ -20,7 +20,8 @@ Positions are separate from token order: the mask always follows the order of th
 and RoPE sees whatever positions it is given.
 
 Everything runs in float32 (the model's own dtype if it is float64); the weights are read
-from the model, never copied.
+from the model, never copied, so a model held in bfloat16 or float16 is refused (load it in
+float32).
 """
 
 from __future__ import annotations
@@ -89,6 +90,12 @@ def _check_model(model: object) -> torch.device:
         raise TypeError(
             f"model must be a transformers LlamaForCausalLM (with .config, .model.layers "
             f"and .lm_head), got {type(model).__name__}"
+        )
+    dtype = model.lm_head.weight.dtype
+    if dtype not in (torch.float32, torch.float64):  # run as they are, never copied
+        raise TypeError(
+            f"model's weights must be float32 or float64, got {dtype}: load it in float32 "
+            "(or call model.float())"
         )
     return model.lm_head.weight.device
 
@@ -282,8 +289,8 @@ def forward(
         float32 logits ``[B, T, V]`` (``[1, T, V]`` for 1-D ``ids``).
 
     Raises:
-        TypeError: if ``model`` is not a Llama causal LM, ``ids`` or ``positions`` are not
-            integer tensors, or ``rope`` is not callable.
+        TypeError: if ``model`` is not a Llama causal LM with float32 or float64 weights,
+            ``ids`` or ``positions`` are not integer tensors, or ``rope`` is not callable.
         ValueError: for shapes that do not match, an unknown layout, or a non-positive
             ``score_scale``.
 

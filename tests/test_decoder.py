@@ -6,6 +6,8 @@ identity is checked in milliseconds; tests/test_smol.py checks the real model.
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import transformers
@@ -151,6 +153,11 @@ def test_bad_arguments_are_refused(model):
         decoder.forward(model, IDS.to("meta"))
     with pytest.raises(ValueError, match=r"ids must be \[T\] with"):
         decoder.generate(model, IDS[None], 2)
+    half = copy.deepcopy(model).to(torch.bfloat16)  # run as it is, or not at all
+    with pytest.raises(TypeError, match=r"weights must be float32 or float64, got torch\.bfloat16"):
+        decoder.forward(half, IDS)
+    with pytest.raises(TypeError, match="weights must be float32 or float64"):
+        decoder.generate(half, IDS, 2)
 
 
 def test_every_tensor_it_makes_follows_the_inputs_device(model):
