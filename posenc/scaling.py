@@ -182,7 +182,7 @@ def yarn_inv_freq(
         ``(inv_freq [D/2] float64, attention_factor)``.
 
     Raises:
-        TypeError, ValueError: for bad arguments, or ``beta_fast <= beta_slow``.
+        TypeError, ValueError: for bad arguments, ``base <= 1`` or ``beta_fast <= beta_slow``.
 
     Example:
         >>> f, scale = yarn_inv_freq(64, 10000.0, 8.0, 4096)
@@ -191,6 +191,8 @@ def yarn_inv_freq(
     """
     check_even_dim("dim", dim)
     base = check_positive_float("base", base)
+    if base <= 1:  # frequencies that do not fall with the pair index have no slow end
+        raise ValueError(f"base must exceed 1 for YaRN's ramp, got base={base}")
     factor = _check_factor(factor)
     check_int("original_max_positions", original_max_positions, minimum=1)
     fast = check_positive_float("beta_fast", beta_fast)
@@ -201,9 +203,13 @@ def yarn_inv_freq(
     def pair_index(turns: float) -> float:  # the pair i that turns `turns` times in the context
         return dim * math.log(original_max_positions / (turns * 2 * math.pi)) / (2 * math.log(base))
 
-    low = max(math.floor(pair_index(fast)), 0)
-    high = min(math.ceil(pair_index(slow)), dim - 1)  # the bound transformers uses
-    ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / max(high - low, 1e-3)).clamp(0, 1)
+    if pair_index(slow) < 0:  # even pair 0 turns fewer than beta_slow times: all divided
+        ramp = torch.ones(dim // 2, dtype=torch.float64)
+    else:
+        low = max(math.floor(pair_index(fast)), 0)
+        high = min(math.ceil(pair_index(slow)), dim - 1)  # the bound transformers uses
+        ramp = torch.arange(dim // 2, dtype=torch.float64) - low
+        ramp = (ramp / max(high - low, 1e-3)).clamp(0, 1)
     extrapolation = rope_inv_freq(dim, base)
     interpolation = extrapolation / factor
     inv_freq = interpolation * ramp + extrapolation * (1 - ramp)

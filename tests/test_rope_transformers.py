@@ -115,6 +115,36 @@ def test_llama3_frequencies_match_transformers(half, log_theta, factor, low, gap
     assert (ours - hf.double()).abs().max() < 1e-5
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    half=st.integers(1, 64),
+    base=st.floats(1.5, 1e7),
+    factor=st.floats(1.0, 64.0),
+    trained=st.integers(1, 1 << 20),
+    fast=st.floats(1.5, 64.0),
+    slow=st.floats(0.1, 1.4),
+)
+def test_yarn_keeps_fast_pairs_and_divides_slow_ones(half, base, factor, trained, fast, slow):
+    """What yarn_inv_freq says of every pair, short trained contexts included: one that turns
+    more than beta_fast times in the trained context is kept, one that turns fewer than
+    beta_slow times is divided by the factor, one in between lies between the two."""
+    got, _ = sc.yarn_inv_freq(2 * half, base, factor, trained, beta_fast=fast, beta_slow=slow)
+    plain = rope.rope_inv_freq(2 * half, base)
+    turns = trained * plain / (2 * math.pi)
+    kept, divided = turns > fast, turns < slow
+    torch.testing.assert_close(got[kept], plain[kept], rtol=1e-12, atol=0)
+    torch.testing.assert_close(got[divided], plain[divided] / factor, rtol=1e-12, atol=0)
+    between = ~kept & ~divided
+    assert bool((got[between] <= plain[between] * (1 + 1e-12)).all())
+    assert bool((got[between] >= plain[between] / factor * (1 - 1e-12)).all())
+
+
+@pytest.mark.parametrize("base", [1.0, 0.5])
+def test_yarn_needs_frequencies_that_fall(base):
+    with pytest.raises(ValueError, match="base must exceed 1"):
+        sc.yarn_inv_freq(8, base, 2.0, 4096)
+
+
 def test_yarn_matches_transformers():
     # transformers before 4.5x read the trained length from max_position_embeddings
     config = llama_config(
