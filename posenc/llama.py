@@ -616,18 +616,30 @@ def read_safetensors_rows(f: BinaryIO, tensor: str, rows: Sequence[int]) -> torc
         raise TypeError(f"tensor must be a str (a tensor's name), got {tensor!r}")
     if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence):
         raise TypeError(f"rows must be a sequence of row indices, got {rows!r}")
-    (header_len,) = struct.unpack("<Q", f.read(8))
+    start = f.read(8)
+    if len(start) != 8:
+        raise ValueError(f"a safetensors file starts with 8 bytes of header length, got {start!r}")
+    (header_len,) = struct.unpack("<Q", start)
     if not 0 < header_len <= _MAX_HEADER_BYTES:
         raise ValueError(
             f"safetensors header length must be in 1..{_MAX_HEADER_BYTES}, got {header_len}"
         )
-    header = json.loads(f.read(header_len))
-    if tensor not in header:
-        names = sorted(k for k in header if k != "__metadata__")
+    try:
+        header = json.loads(f.read(header_len))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"the safetensors header is not JSON: {err}") from None
+    names = sorted(k for k in header if k != "__metadata__") if isinstance(header, dict) else []
+    if tensor not in names:
         raise ValueError(
             f"tensor {tensor!r} is not in the file; it has {names[:8]}{'...' if len(names) > 8 else ''}"
         )
     info = header[tensor]
+    fields = isinstance(info, dict) and {"dtype", "shape", "data_offsets"} <= info.keys()
+    if not fields:
+        raise ValueError(
+            f"the header's entry for {tensor!r} must give dtype, shape and data_offsets, "
+            f"got {info!r}"
+        )
     if info["dtype"] not in _DTYPES:
         raise ValueError(
             f"tensor {tensor!r} must have a float dtype {sorted(_DTYPES)}, got {info['dtype']}"

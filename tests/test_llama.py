@@ -2,7 +2,9 @@
 
 import hashlib
 import http.server
+import io
 import re
+import struct
 import subprocess
 import sys
 import threading
@@ -274,6 +276,31 @@ def test_row_reads_over_http_match_safe_open(safetensors_file):
 def test_read_rows_rejects_bad_requests(safetensors_file, name, rows, match):
     with open(safetensors_file, "rb") as f, pytest.raises(ValueError, match=match):
         llama.read_safetensors_rows(f, name, rows)
+
+
+def _file(header: bytes, length: int | None = None) -> io.BytesIO:
+    size = len(header) if length is None else length
+    return io.BytesIO(struct.pack("<Q", size) + header)
+
+
+@pytest.mark.parametrize(
+    ("blob", "tensor", "match"),
+    [
+        (io.BytesIO(b""), "t", "starts with 8 bytes of header length"),
+        (io.BytesIO(b"@\0\0\0"), "t", "starts with 8 bytes of header length"),
+        (_file(b'{"t": {"dtype', 40), "t", "header is not JSON"),
+        (_file(b'{"__metadata__": {}}'), "__metadata__", "not in the file"),
+        (_file(b'["t"]'), "t", "not in the file"),
+        (_file(b'{"t": {"dtype": "F32", "shape": [4, 3]}}'), "t", "must give dtype, shape and"),
+        (_file(b'{"t": "F32"}'), "t", "must give dtype, shape and data_offsets"),
+    ],
+    ids=["empty", "short", "cut header", "metadata", "a list", "no offsets", "no entry"],
+)
+def test_read_rows_names_what_is_wrong_with_the_file(blob, tensor, match):
+    """A file that is not safetensors, or an entry that lacks what the read needs: the
+    ValueError the docstring promises, not struct's, json's or a KeyError."""
+    with pytest.raises(ValueError, match=match):
+        llama.read_safetensors_rows(blob, tensor, [0])
 
 
 def test_hub_embeddings_read_once_then_from_cache(hub_env, tmp_path):
