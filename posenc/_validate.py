@@ -257,6 +257,23 @@ def check_same_device(**tensors: object) -> torch.device | None:
     return first
 
 
+def check_same_dtype(**tensors: torch.Tensor) -> torch.dtype:
+    """Return the one dtype of tensors that a computation mixes (torch would refuse them
+    deep inside, in a matrix product).
+
+    Raises:
+        TypeError: naming two of the arguments and their dtypes, if they differ.
+    """
+    (first_name, first), *rest = tensors.items()
+    for name, t in rest:
+        if t.dtype != first.dtype:
+            raise TypeError(
+                f"{first_name} and {name} must share one dtype, got {first_name} {first.dtype} "
+                f"and {name} {t.dtype}"
+            )
+    return first.dtype
+
+
 def same_device(func: Callable) -> Callable:
     """Decorate a public function whose tensor arguments must share one device.
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from posenc._validate import check_bool, check_real, same_device
+from posenc._validate import check_bool, check_real, check_same_dtype, same_device
 from posenc._validate import check_tensor as _check_tensor
 
 __all__ = ["DemoAttention", "attention_weights", "permute_positions", "self_attention"]
@@ -32,8 +32,8 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         from each key, and sums to 1.
 
     Raises:
-        TypeError: if ``q`` or ``k`` is not a floating tensor.
-        ValueError: if they have fewer than 2 dimensions or different ``D``.
+        TypeError: if ``q`` or ``k`` is not a floating tensor, or they differ in dtype.
+        ValueError: if they have fewer than 2 dimensions, different ``D`` or ``D = 0``.
 
     Example:
         >>> q = torch.zeros(3, 4)
@@ -44,9 +44,10 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """
     _check_tensor("q", q, min_dim=2)
     _check_tensor("k", k, min_dim=2)
-    if q.shape[-1] != k.shape[-1]:
+    check_same_dtype(q=q, k=k)
+    if q.shape[-1] != k.shape[-1] or q.shape[-1] == 0:
         raise ValueError(
-            f"q and k must share the feature size D, got D={q.shape[-1]} and D={k.shape[-1]}"
+            f"q and k must share one feature size D > 0, got D={q.shape[-1]} and D={k.shape[-1]}"
         )
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # [..., T, T]
     return scores.softmax(dim=-1)
@@ -65,7 +66,7 @@ def self_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.T
         The outputs, shape ``[..., T, D_v]``: each a weighted mean of the values.
 
     Raises:
-        TypeError: if an input is not a floating tensor.
+        TypeError: if an input is not a floating tensor, or they differ in dtype.
         ValueError: if ``q`` and ``k`` differ in ``D`` or ``k`` and ``v`` differ in ``T``.
 
     Example:
@@ -76,6 +77,7 @@ def self_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.T
     _check_tensor("q", q, min_dim=2)
     _check_tensor("k", k, min_dim=2)
     _check_tensor("v", v, min_dim=2)
+    check_same_dtype(q=q, k=k, v=v)
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(
             f"k and v must have the same number of positions T, got T={k.shape[-2]} and T={v.shape[-2]}"
@@ -195,10 +197,12 @@ class DemoAttention(nn.Module):
             over heads, ``[B, T, T]``.
 
         Raises:
-            TypeError: if ``x`` is not a floating tensor or ``causal`` not a bool.
+            TypeError: if ``x`` is not a floating tensor of the layer's dtype, or ``causal``
+                not a bool.
             ValueError: if ``x`` is not ``[B, T, E]`` with this layer's ``E``.
         """
         _check_tensor("x", x, min_dim=3)
+        check_same_dtype(x=x, weights=self.w_q.weight)
         if x.dim() != 3 or x.shape[-1] != self.mha.embed_dim:
             raise ValueError(
                 f"x must have shape [B, T, E] with E={self.mha.embed_dim}, got shape {tuple(x.shape)}"

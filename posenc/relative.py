@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from posenc._validate import check_bool, check_int, check_tensor, same_device
+from posenc._validate import check_bool, check_int, check_same_dtype, check_tensor, same_device
 
 __all__ = [
     "alibi_bias",
@@ -78,7 +78,7 @@ def shaw_attention(
         ``(z [..., T, D], weights [..., T, T])``.
 
     Raises:
-        TypeError: if an input is not a floating tensor.
+        TypeError: if an input is not a floating tensor, or they differ in dtype.
         ValueError: if shapes disagree or a table has an even number of rows.
 
     Example:
@@ -95,6 +95,7 @@ def shaw_attention(
             raise ValueError(
                 f"{name} must be [2k + 1, D] (an odd number of rows), got {tuple(t.shape)}"
             )
+    check_same_dtype(q=q, k=k, v=v, a_k=a_k, a_v=a_v)
     if not (q.shape[-1] == k.shape[-1] == a_k.shape[-1]) or v.shape[-1] != a_v.shape[-1]:
         raise ValueError(
             f"feature sizes must agree: q {q.shape[-1]}, k {k.shape[-1]}, a_k {a_k.shape[-1]}, "

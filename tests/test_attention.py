@@ -88,6 +88,8 @@ def test_permute_positions_rejects_non_permutations(perm, error, match):
         (torch.zeros(3), torch.zeros(3), ValueError, "at least 2 dimensions"),
         (torch.zeros(2, 3), torch.zeros(2, 4), ValueError, "D=3 and D=4"),
         (torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 3), TypeError, "floating dtype"),
+        (torch.zeros(2, 3), torch.zeros(2, 3).double(), TypeError, "q and k must share one dtype"),
+        (torch.zeros(2, 0), torch.zeros(2, 0), ValueError, "D > 0"),  # rows of NaN otherwise
     ],
 )
 def test_attention_weights_validates(q, k, error, match):
@@ -98,6 +100,8 @@ def test_attention_weights_validates(q, k, error, match):
 def test_self_attention_needs_as_many_values_as_keys():
     with pytest.raises(ValueError, match="T=3 and T=2"):
         pe.self_attention(torch.zeros(3, 4), torch.zeros(3, 4), torch.zeros(2, 4))
+    with pytest.raises(TypeError, match="q and v must share one dtype"):
+        pe.self_attention(torch.zeros(3, 4), torch.zeros(3, 4), torch.zeros(3, 4).double())
 
 
 def test_demo_attention_is_reproducible_and_blind_to_order():
@@ -140,6 +144,8 @@ def test_demo_attention_validates(kwargs, error, match):
 def test_demo_attention_rejects_wrong_width():
     with pytest.raises(ValueError, match="E=8"):
         pe.DemoAttention(8, num_heads=2)(torch.zeros(1, 3, 6))
+    with pytest.raises(TypeError, match="x and weights must share one dtype"):
+        pe.DemoAttention(8, num_heads=2)(torch.zeros(1, 3, 8, dtype=torch.float64))
 
 
 def test_default_device(monkeypatch):

@@ -111,6 +111,13 @@ def test_alibi_bias_penalises_distance_and_masks_the_future():
             ValueError,
             "odd number of rows",
         ),
+        (
+            lambda: relative.shaw_attention(
+                *torch.zeros(3, 2, 4), torch.zeros(3, 4).double(), torch.zeros(3, 4).double()
+            ),
+            TypeError,
+            "q and a_k must share one dtype",
+        ),
         (lambda: relative.t5_bucket(torch.tensor([0.5])), TypeError, "integers"),
         (lambda: relative.t5_bucket(torch.tensor([1]), num_buckets=7), ValueError, "even"),
         (lambda: relative.t5_bias(3, torch.zeros(32)), ValueError, "at least 2 dimensions"),
