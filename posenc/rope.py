@@ -29,6 +29,7 @@ from posenc._validate import (
     check_even_dim,
     check_int,
     check_layout,
+    check_no_overlap,
     check_option,
     check_positions,
     check_positive_float,
@@ -234,7 +235,8 @@ def apply_rope_(
 
     Raises:
         TypeError, ValueError: as :func:`apply_rope`, and ValueError when the positions
-            would broadcast ``x`` to a larger shape.
+            would broadcast ``x`` to a larger shape, or ``x`` holds one element in several
+            places (an expanded view).
 
     Example:
         >>> x = torch.randn(2, 5, 8)
@@ -248,6 +250,7 @@ def apply_rope_(
             f"positions broadcast x of shape {tuple(x.shape)} to {tuple(out.shape)}; "
             "an in-place rotation must keep x's shape"
         )
+    check_no_overlap("x", x)
     return x.copy_(out)
 
 
