@@ -220,7 +220,8 @@ def p_rope_inv_freq(inv_freq: torch.Tensor, p: float) -> torch.Tensor:
     """p-RoPE (Barbero et al. 2024): keep the fastest fraction ``p`` of the frequencies.
 
     The slowest ``1 - p`` of the pairs get frequency 0, so they are not rotated at all and
-    carry content with no position attached; ``p = 1`` is RoPE, ``p = 0`` no rotation.
+    carry content with no position attached; ``p = 1`` is RoPE, ``p = 0`` no rotation. The
+    number of pairs kept is ``p * D/2`` rounded to the nearest count, halves up.
 
     Args:
         inv_freq: frequencies ``[D/2]``, fastest first.
@@ -242,7 +243,7 @@ def p_rope_inv_freq(inv_freq: torch.Tensor, p: float) -> torch.Tensor:
         raise TypeError(f"p must be a number, got {type(p).__name__}")
     if not 0 <= p <= 1:
         raise ValueError(f"p must be in [0, 1], got p={p}")
-    keep = round(p * n)
+    keep = math.floor(p * n + 0.5)  # the nearest count, halves up (round() takes the even one)
     out = inv_freq.clone()
     out[keep:] = 0.0
     return out

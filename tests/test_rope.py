@@ -145,6 +145,13 @@ def test_scalings_keep_fast_pairs_and_stretch_slow_ones():
     assert torch.equal(keep[:8], base[:8]) and bool((keep[8:] == 0).all())
 
 
+@pytest.mark.parametrize(("pairs", "p", "kept"), [(1, 0.5, 1), (3, 0.5, 2), (5, 0.5, 3),
+                                                  (7, 0.5, 4), (2, 0.75, 2), (10, 0.29, 3)])  # fmt: skip
+def test_p_rope_keeps_the_nearest_count_of_pairs_halves_up(pairs, p, kept):
+    rotating = sc.p_rope_inv_freq(rope.rope_inv_freq(2 * pairs), p) > 0
+    assert rotating.tolist() == [True] * kept + [False] * (pairs - kept)
+
+
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [

@@ -631,7 +631,7 @@ def frequency_removal(
     for f in fractions:
         slow = p_rope_inv_freq(base, 1 - f)
         fast = base.clone()
-        fast[: round(f * n)] = 0
+        fast[: n - math.floor((1 - f) * n + 0.5)] = 0  # as many pairs as p-RoPE leaves still
         out["slowest"].append(perplexity(forward(model, ids, inv_freq=slow.to(ids.device)), ids))
         out["fastest"].append(perplexity(forward(model, ids, inv_freq=fast.to(ids.device)), ids))
     return out
