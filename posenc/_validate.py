@@ -9,13 +9,18 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+_INT64 = 2**63
+
 
 def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
-    """Return ``value`` if it is an int (not a bool) of at least ``minimum``."""
+    """Return ``value`` if it is an int (not a bool) of at least ``minimum`` that fits in
+    int64, as every integer a tensor or a generator takes must."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {name}={value}")
+    if not -_INT64 <= value < _INT64:
+        raise ValueError(f"{name} must fit in int64 (-2**63 to 2**63 - 1), got {name}={value}")
     return value
 
 
@@ -51,6 +56,12 @@ def check_positions(name: str, positions: object, *, nonnegative: bool = True) -
         try:
             t = torch.as_tensor(positions)
         except (TypeError, ValueError, RuntimeError) as err:
+            if isinstance(positions, Sequence) and all(
+                isinstance(p, int) and not isinstance(p, bool) for p in positions
+            ):
+                raise ValueError(
+                    f"{name} must fit in int64 (-2**63 to 2**63 - 1), got {max(positions, key=abs)}"
+                ) from None
             raise TypeError(
                 f"{name} must be integers, got {type(positions).__name__}: {err}"
             ) from None

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from posenc._validate import check_bool, check_real, check_same_dtype, same_device
+from posenc._validate import check_bool, check_int, check_real, check_same_dtype, same_device
 from posenc._validate import check_tensor as _check_tensor
 
 __all__ = ["DemoAttention", "attention_weights", "permute_positions", "self_attention"]
@@ -164,8 +164,7 @@ class DemoAttention(nn.Module):
     def __init__(self, dim: int, *, num_heads: int = 4, std: float = 0.1, seed: int = 0):
         super().__init__()
         for name, value in (("dim", dim), ("num_heads", num_heads), ("seed", seed)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+            check_int(name, value)
         if dim <= 0 or num_heads <= 0:
             raise ValueError(
                 f"dim and num_heads must be positive, got dim={dim}, num_heads={num_heads}"

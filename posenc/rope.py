@@ -271,7 +271,7 @@ def rope_matrix(
     ``i`` and ``i + D/2``.
 
     Args:
-        position: the position ``p`` (any integer).
+        position: the position ``p`` (an integer that fits in int64).
         dim: head features ``D`` (even).
         base: frequency base, used when ``inv_freq`` is None.
         inv_freq: the frequencies ``[D/2]`` to use instead.

@@ -33,7 +33,7 @@ def rotation_matrix(theta) -> torch.Tensor:
     """
     if isinstance(theta, bool) or not isinstance(theta, (int, float, torch.Tensor)):
         raise TypeError(f"theta must be a number or a tensor, got {type(theta).__name__}")
-    t = torch.as_tensor(theta)
+    t = torch.as_tensor(float(theta) if isinstance(theta, int) else theta)  # any int, as a float
     if t.is_complex() or t.dtype == torch.bool:
         raise TypeError(f"theta must be real, got dtype {t.dtype}")
     if t.dtype != torch.float64:

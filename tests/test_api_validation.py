@@ -1025,6 +1025,7 @@ def garbage_for(target: Target, param: inspect.Parameter, valid: object) -> list
     elif isinstance(valid, int):
         out.append(Garbage("a str for an int", "3", ("'3'", "str")))
         out.append(Garbage("a float for an int", 2.5, ("2.5", "float")))
+        out.append(Garbage("an int past int64", 2**64, ("int64",)))
         if SIZE.match(name):
             out.append(Garbage("a negative size", -7, ("-7",)))
     elif isinstance(valid, float):

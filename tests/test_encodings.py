@@ -130,3 +130,9 @@ def test_learned_table_has_a_hard_limit_and_is_seeded():
 def test_bad_input_gets_a_clear_error(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_a_rotation_by_an_int_of_any_size_is_a_rotation():
+    """An angle given as a Python int is a number of radians, however large (as a float)."""
+    big = pe.rotation_matrix(2**70)
+    assert big.shape == (2, 2) and torch.allclose(big @ big.mT, torch.eye(2), atol=1e-6)

@@ -159,6 +159,8 @@ def test_p_rope_keeps_the_nearest_count_of_pairs_halves_up(pairs, p, kept):
         (lambda: rope.apply_rope(torch.zeros(3, 0)), ValueError, "got D=0"),
         (lambda: rope.apply_rope(torch.zeros(3, 4), [0, 1]), ValueError, "T=3"),
         (lambda: rope.apply_rope(torch.zeros(3, 4), [0.0, 1.0, 2.0]), TypeError, "integers"),
+        (lambda: rope.apply_rope(torch.zeros(3, 4), [0, 1, 2**70]), ValueError, "fit in int64"),
+        (lambda: rope.rope_matrix(2**63, 4), ValueError, "position must fit in int64"),
         (lambda: rope.apply_rope(torch.zeros(3, 4), torch.zeros(1, 3)), TypeError, "integers"),
         (
             lambda: rope.apply_rope(torch.zeros(3, 4), layout="rotate_half"),

@@ -57,6 +57,7 @@ import torch
 
 from posenc._validate import (
     check_bool,
+    check_int,
     check_layout,
     check_no_overlap,
     check_str_sequence,
@@ -241,8 +242,7 @@ def rope_dense(
         >>> torch.allclose(rope_dense(x), rope_elementwise(x))
         True
     """
-    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
-        raise ValueError(f"block must be an int of at least 1, got block={block!r}")
+    check_int("block", block, minimum=1)
     args = _Args(x, positions, base, inv_freq, layout)
     cos, sin = _angle_tables(args.p, args.inv_freq, args.dtype)  # [..., T, D/2]
     dim, length = x.shape[-1], x.shape[-2]
@@ -590,11 +590,7 @@ def rope_c(
 
 
 def _check_budget(block_elements):
-    if isinstance(block_elements, bool) or not isinstance(block_elements, int):
-        raise TypeError(f"block_elements must be an int, got {block_elements!r}")
-    if block_elements < 1:
-        raise ValueError(f"block_elements must be at least 1, got {block_elements}")
-    return block_elements
+    return check_int("block_elements", block_elements, minimum=1)
 
 
 def apply_rope(
