@@ -202,9 +202,12 @@ class Recipe:
     """How an implementation computes RoPE's angles ``p * theta_i``.
 
     ``angle = round_angle( round_position(p) * round_freq(theta_i) )``: the position is
-    stored in ``position_dtype``, the frequency in ``freq_dtype``, and their exact product
-    is rounded once to ``angle_dtype`` (one IEEE multiplication in that dtype when all
-    three agree).
+    stored in ``position_dtype``, the frequency in ``freq_dtype``, and their product is
+    rounded to ``angle_dtype`` as torch code computes it: one IEEE multiplication in that
+    dtype when all three agree; else the product in float64 (exact for the factors of
+    :data:`RECIPES`, which hold at most 24 significant bits or a float64 angle), then
+    torch's cast, which takes float64 to bfloat16 through float32 (two roundings, as in
+    ``(p.float() * theta.float()).bfloat16()``).
 
     Attributes:
         position_dtype, freq_dtype, angle_dtype: signed floating dtypes.
@@ -284,8 +287,8 @@ def recipe_angles(positions, inv_freq: torch.Tensor, recipe) -> torch.Tensor:
     r = _recipe(recipe)
     p = p.to(F64).to(r.position_dtype).to(F64)  # [T]
     f = f.to(device=p.device, dtype=F64).to(r.freq_dtype).to(F64)  # [D/2]
-    # both factors have at most 24 significant bits unless float64, so the float64 product is
-    # exact and the cast below rounds once
+    # factors of at most 24 significant bits (or a float64 angle): the float64 product is
+    # exact, and the cast below rounds as torch code would
     return (p[:, None] * f[None, :]).to(r.angle_dtype).to(F64)
 
 
