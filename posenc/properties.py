@@ -95,7 +95,10 @@ class Verdict:
     measure: str
 
     def __str__(self) -> str:
-        return f"{'yes' if self.holds else 'no'} ({self.measure} {_fmt(self.evidence)})"
+        answer = "yes" if self.holds else "no"
+        if self.evidence == float("inf"):  # no number to give: the measure says why
+            return f"{answer} ({self.measure})"
+        return f"{answer} ({self.measure} {_fmt(self.evidence)})"
 
 
 def _fmt(x: float) -> str:
@@ -238,7 +241,7 @@ def encodes_unseen_positions(
 
     Example:
         >>> str(encodes_unseen_positions(absolute_schemes()["learned"]))
-        'no (cannot encode unseen positions inf)'
+        'no (cannot encode unseen positions)'
     """
     _check_scheme(scheme)
     check_int("dim", dim, minimum=1)
@@ -337,7 +340,7 @@ def extends_to_n_dimensions(
     )
     cells = grid.reshape(side * side, dim)  # [side*side, D], cell (x, y) at x*side + y
     if _min_distance(cells) < ZERO:
-        return Verdict(False, float("inf"), "residual of the 2-D shift fit")
+        return Verdict(False, float("inf"), "cells share one vector: no 2-D shift fit")
     src = grid[: side - dx, : side - dy].reshape(-1, dim)
     dst = grid[dx:, dy:].reshape(-1, dim)
     residual = _fit_residual(src, dst)
