@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import gc
 import importlib
 import inspect
 import io
@@ -1248,13 +1249,19 @@ def _skip_unwalked(target: Target) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _offline_and_quiet(monkeypatch):
+def _offline_and_quiet(monkeypatch, request):
     # anything that reaches for the Hub must fail at once: no network, a closed port
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.delenv("HF_TOKEN", raising=False)
-    yield
-    plt.close("all")
+    with warnings.catch_warnings():
+        # the walk makes animations it never shows; matplotlib warns when each is collected,
+        # so the animations are collected here, not in whichever test runs next
+        warnings.filterwarnings("ignore", "Animation was deleted", UserWarning)
+        yield
+        plt.close("all")
+        if "anim" in request.node.name:
+            gc.collect()
 
 
 # --- the tests ----------------------------------------------------------------------------------
