@@ -268,6 +268,21 @@ def check_same_device(**tensors: object) -> torch.device | None:
     return first
 
 
+def check_copyable(name: str, t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Return ``t`` if it can be copied to ``device`` (where the computation runs): a tensor on
+    the meta device holds no values to copy anywhere else.
+
+    Raises:
+        ValueError: naming ``t`` and both devices.
+    """
+    if t.device.type == "meta" and device.type != "meta":
+        raise ValueError(
+            f"{name} is on the meta device, which holds no values to copy to x's device "
+            f"{device}: put {name} on {device} or on the CPU"
+        )
+    return t
+
+
 def check_same_dtype(**tensors: torch.Tensor) -> torch.dtype:
     """Return the one dtype of tensors that a computation mixes (torch would refuse them
     deep inside, in a matrix product).

@@ -26,6 +26,7 @@ import torch
 
 from posenc._validate import (
     LAYOUTS,
+    check_copyable,
     check_even_dim,
     check_int,
     check_layout,
@@ -145,7 +146,7 @@ def _check_rope_input(x: object, positions: object) -> tuple[torch.Tensor, torch
         raise ValueError(
             f"positions of shape {tuple(p.shape)} do not broadcast with x's leading shape {tuple(x.shape[:-1])}"
         ) from None
-    return x, p.to(device=x.device, dtype=torch.int64)
+    return x, check_copyable("positions", p, x.device).to(device=x.device, dtype=torch.int64)
 
 
 def _check_args(x, positions, base, inv_freq, layout):
@@ -158,7 +159,7 @@ def _check_args(x, positions, base, inv_freq, layout):
     if inv_freq is None:
         inv_freq = rope_inv_freq(x.shape[-1], base)
     else:
-        inv_freq = _check_inv_freq(inv_freq, x.shape[-1])
+        inv_freq = check_copyable("inv_freq", _check_inv_freq(inv_freq, x.shape[-1]), x.device)
     return x, p, inv_freq, layout
 
 

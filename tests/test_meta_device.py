@@ -78,3 +78,21 @@ def test_a_table_built_on_the_cpu_fails_here():
 
     with pytest.raises(RuntimeError, match="device"):
         buggy(_x(3, 4))
+
+
+@pytest.mark.parametrize("apply", [rope.apply_rope, rope.apply_rope_, fast.apply_rope])
+@pytest.mark.parametrize(
+    "argument",
+    [
+        {"positions": torch.arange(3, device="meta")},
+        {"positions": torch.arange(3, device="meta")[None]},
+        {"inv_freq": torch.ones(4, device="meta")},
+    ],
+    ids=["positions [T]", "positions [1, T]", "inv_freq"],
+)
+def test_values_on_meta_are_not_copied_to_x(apply, argument):
+    """Positions and frequencies are copied to x's device, as the reference does; from the
+    meta device there is nothing to copy, and the error says so."""
+    (name,) = argument
+    with pytest.raises(ValueError, match=f"{name} is on the meta device, which holds no values"):
+        apply(torch.randn(2, 3, 8), **argument)

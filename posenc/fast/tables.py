@@ -17,6 +17,7 @@ import torch
 
 from posenc._validate import (
     _compiling,
+    check_copyable,
     check_even_dim,
     check_int,
     check_layout,
@@ -74,7 +75,7 @@ class _Args:
             freq_key = ("base", self._base)
         else:
             self._base = None
-            self._inv_freq = _check_inv_freq(inv_freq, dim)
+            self._inv_freq = check_copyable("inv_freq", _check_inv_freq(inv_freq, dim), x.device)
             self.transformed = self.transformed or wrapped(self._inv_freq)
             # a key from the values costs a device-to-host copy unless they are on the CPU;
             # frequencies that are learned are not cached, or their tables would keep the
