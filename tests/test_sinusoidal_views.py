@@ -187,6 +187,17 @@ def test_rows_never_visited_in_training_keep_their_initial_values():
     assert bool(((table.weight[:8] - before[:8]).norm(dim=-1) > 0.1).all())
 
 
+def test_fitting_a_read_out_leaves_the_global_random_stream_alone():
+    """The read-out is seeded on its own: a notebook's later unseeded draws do not depend on
+    whether it was fitted."""
+    torch.manual_seed(0)
+    untouched = torch.rand(3)
+    table = pe.LearnedPositionalEmbedding(8, 4, seed=1)
+    torch.manual_seed(0)
+    sv.fit_position_classifier(table, 4, steps=1)
+    assert torch.equal(torch.rand(3), untouched)
+
+
 # --- figures ------------------------------------------------------------------------------
 
 

@@ -199,17 +199,21 @@ def _check_low_dims_slow() -> Finding:
 
 
 def _check_sine_alone() -> Finding:
-    real_zero = abs(math.sin(math.pi)) < 1e-15
+    # the point: sine alone confuses a with pi - a, which the cosine tells apart
+    a = torch.linspace(0.1, 1.4, 14, dtype=torch.float64)
+    confused = torch.allclose(a.sin(), (math.pi - a).sin())
+    told_apart = bool(((a.cos() - (math.pi - a).cos()).abs() > 0.3).all())
+    # the example: integer positions, none of which shares a sine with another exactly
     p = torch.arange(101, dtype=torch.float64)
     s, c = p.sin(), p.cos()
-    gap_sin = (s[:, None] - s[None, :]).abs() + torch.eye(101, dtype=torch.float64)
+    gap_sin = ((s[:, None] - s[None, :]).abs() + torch.eye(101, dtype=torch.float64)).min()
     both = torch.stack([s, c], dim=-1)
-    gap_pair = torch.cdist(both, both) + 2 * torch.eye(101, dtype=torch.float64)
+    gap_pair = (torch.cdist(both, both) + 2 * torch.eye(101, dtype=torch.float64)).min()
     return Finding(
-        _verdict(real_zero, caveat=True),
-        f"sin(0) = sin(pi) = 0 for real inputs: {_yes(real_zero)}; integer positions 0..100 share "
-        f"no sine exactly, the closest two differ by {gap_sin.min().item():.1g}; as (sin, cos) "
-        f"pairs they are at least {gap_pair.min().item():.2f} apart",
+        _verdict(confused and told_apart, caveat=bool(gap_sin > 0)),
+        f"sin(a) = sin(pi - a), cos tells them apart: {_yes(confused and told_apart)}; integer "
+        f"positions 0..100 share no sine exactly, the closest two differ by "
+        f"{gap_sin.item():.1g}; as (sin, cos) pairs they are at least {gap_pair.item():.2f} apart",
     )
 
 
@@ -327,8 +331,12 @@ def _check_t5_buckets() -> Finding:
     last = buckets[-1].item()
     first_shared = int(offsets[buckets == last].min())
     used = buckets.unique().numel()
+    # the claim: offsets past 128 share one bucket (each direction), nearer ones grow apart
+    shared = bool((buckets[offsets >= 128] == last).all())
+    shared = shared and bool((buckets[offsets <= -128] == buckets[0]).all())
+    near = buckets[(offsets >= 0) & (offsets < 8)].unique().numel() == 8  # one bucket each
     return Finding(
-        _verdict(True, caveat=first_shared < 128 or used < 32),
+        _verdict(shared and near and first_shared <= 128, caveat=first_shared < 128 or used < 32),
         f"encoder: all offsets from {first_shared} on share the last bucket; "
         f"{used} of 32 buckets used",
     )

@@ -893,12 +893,13 @@ def fit_position_classifier(
     check_int("seed", seed)
     dim = table.weight.shape[1]
     gen = torch.Generator().manual_seed(seed)
-    readout = nn.Linear(dim, train_length)
+    # made on meta, so that its default initialisation draws nothing from the global RNG
+    readout = nn.Linear(dim, train_length, device="meta").to_empty(device=table.weight.device)
     with torch.no_grad():
         bound = 1 / math.sqrt(dim)
-        readout.weight.copy_(torch.rand(train_length, dim, generator=gen) * 2 * bound - bound)
+        weight = torch.rand(train_length, dim, generator=gen) * 2 * bound - bound
+        readout.weight.copy_(weight)
         readout.bias.zero_()
-    readout.to(table.weight.device)
     params = [*table.parameters(), *readout.parameters()]
     positions = torch.arange(train_length)
     target = positions.to(table.weight.device)

@@ -491,10 +491,10 @@ def head_statistics(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:
     """
     ids = _model_ids(model, ids)
     q_share, k_share, previous, first = [], [], [], []
-    half = model.config.hidden_size // model.config.num_attention_heads // 2
 
     def share(x):  # [B, H, T, D] -> [H, D/2]
-        energy = x[..., :half].pow(2) + x[..., half:].pow(2)  # half layout: pair i = (i, i + D/2)
+        x1, x2 = x.chunk(2, dim=-1)  # the half layout: pair i is (i, i + D/2)
+        energy = x1.pow(2) + x2.pow(2)
         energy = energy / energy.sum(-1, keepdim=True)
         return energy.mean(dim=(0, 2))
 
