@@ -3,12 +3,18 @@ rows say what they measured, and the swap of RoPE inside the model is real."""
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import io
+import json
 import math
 
+import matplotlib.pyplot as plt
 import pytest
 import torch
 
 from posenc import rope
+from posenc.bench import __main__ as cli
 from posenc.bench import peers
 
 
@@ -51,6 +57,54 @@ def test_a_round_the_gpu_caught_up_in_is_timed_again_and_said(monkeypatch):
     assert times == {"slow": (1e-6, 2e-6, False), "fast": (1e-6, 2e-6, True)}
     assert guesses["fast"] == [0.0, 2e-6, 2e-6]  # warm-up, then one call per round
     assert guesses["slow"] == [0.0, 2e-6, 8e-6, 2e-6, 8e-6]  # each round once more, 4x
+
+
+def test_a_round_the_gpu_caught_up_in_does_not_set_the_next_hold(monkeypatch):
+    """When the host falls behind, its time per call may hold waits for the GPU (a full
+    launch queue): that time is not taken as the next round's guess, so holds cannot grow
+    from round to round."""
+    guesses = []
+
+    def timer(device):
+        def timed(fn, n, host_guess=0.0):
+            guesses.append(host_guess)
+            return 1e-6, 1e-5 + 10 * host_guess, False  # waits that grow with the hold
+
+        return timed
+
+    monkeypatch.setattr(peers, "_timer", timer)
+    peers._measure({"eager": lambda: None}, torch.device("cuda"), 5, 1e-3)
+    assert max(guesses) <= 4 * guesses[1]  # the warm-up's guess, then at most 4 times it
+
+
+def test_the_gpu_is_never_held_longer_than_a_quarter_second(monkeypatch):
+    """The hold grows with the host's time per call and the calls queued, up to a bound."""
+    held = []
+
+    class Event:
+        def __init__(self, enable_timing):
+            pass
+
+        def record(self):
+            pass
+
+        def query(self):
+            return False
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return 1.0
+
+    monkeypatch.setattr(peers, "_sleep_rate", lambda: 1e9)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "_sleep", held.append)
+    timed = peers._timer(torch.device("cuda"))
+    timed(lambda: None, peers._QUEUED, host_guess=1e-5)
+    timed(lambda: None, peers._QUEUED, host_guess=10.0)
+    assert held == [int(1e9 * (2 * 1e-5 * peers._QUEUED + 1e-3)), int(1e9 * peers._MOST_HELD)]
 
 
 def test_on_a_cpu_there_is_no_host_to_be_ahead_of(result):
@@ -99,6 +153,22 @@ def test_the_model_measurement_swaps_rope_for_real():
         assert row["share_posenc"] == pytest.approx(1 - row["ms_none"] / row["ms_posenc"])
 
 
+def test_the_decoding_cache_is_made_with_transformers_rope(monkeypatch):
+    """The KV cache a decoding step reads is made as the model makes it, with its own RoPE,
+    whichever RoPE the step before was timed with."""
+    from transformers.models.llama import modeling_llama
+
+    own, lengths = modeling_llama.apply_rotary_pos_emb, []
+
+    def counted(q, k, *args, **kwargs):
+        lengths.append(q.shape[2])
+        return own(q, k, *args, **kwargs)
+
+    monkeypatch.setattr(modeling_llama, "apply_rotary_pos_emb", counted)
+    peers.model_share("cpu", shape=peers.TINY_MODEL, prefill=((1, 16),), decode=(2, 15), rounds=1)
+    assert lengths.count(15) == peers.TINY_MODEL.get("num_hidden_layers", 2)  # the cache, once
+
+
 def test_in_bfloat16_the_model_keeps_its_float32_frequencies():
     """transformers keeps its frequencies in a buffer, which ``.to(bfloat16)`` would round:
     its RoPE would turn pair i by ``p * bf16(theta_i)``, radians off at long positions, and
@@ -117,6 +187,24 @@ def test_files_are_written(result, tmp_path):
     assert json_path.stat().st_size > 0 and png_path.stat().st_size > 0
     with pytest.raises(ValueError, match="no forward rows"):
         peers.figure(result, dtype="float16")
+
+
+def test_the_grid_is_written_before_the_model_is_measured(result, tmp_path, monkeypatch):
+    """A failure in the model's measurement (out of memory, say) costs that measurement only:
+    the grid is on disk already, and the file says what went wrong."""
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr(peers, "run", lambda *args, **kwargs: copy.deepcopy(result))
+    monkeypatch.setattr(peers, "model_share", fails)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        status = cli.main(["--peers", "--device", "cpu", "--out", str(tmp_path)])
+    plt.close("all")
+    assert status == 0 and "model share not measured: RuntimeError" in out.getvalue()
+    written = json.loads((tmp_path / "rope_peers.json").read_text())
+    assert written["rows"] == result["rows"]
+    assert written["model_error"] == "RuntimeError: CUDA out of memory"
 
 
 def test_the_stored_gpu_run_bears_out_chapter_13():

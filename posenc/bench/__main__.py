@@ -123,6 +123,7 @@ def _peers(device: str, args) -> int:
     backward = cases[0].name if small else "B=8, T=4k, D=128"
     result = peers.run(device, cases=cases, dtypes=dtypes, backward_case=backward, log=print)
     print(peers.format_rows(result))
+    peers.write(result, args.out)  # kept, whatever happens to the model's measurement
     tiny = dict(shape=peers.TINY_MODEL, prefill=((1, 64),), decode=(4, 63))
     try:
         result["model"] = peers.model_share(device, log=print, **(tiny if small else {}))
@@ -131,8 +132,9 @@ def _peers(device: str, args) -> int:
                 f"  {row['step']}: RoPE's share of the forward pass, transformers "
                 f"{row['share_transformers']:.1%}, posenc {row['share_posenc']:.1%}"
             )
-    except ImportError as err:
-        print(f"model share not measured: {err}")
+    except Exception as err:  # reported, and the grid above still stands
+        result["model_error"] = f"{type(err).__name__}: {err}"
+        print(f"model share not measured: {result['model_error']}")
     checks = peers.targets(result)
     if checks:
         print("\ntargets, bfloat16, the model's layout:")

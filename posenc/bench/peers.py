@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import importlib.metadata
 import importlib.util
 import inspect
 import itertools
@@ -224,7 +225,8 @@ def _timer(device):
     def timed(fn, n, host_guess=0.0):
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(int(rate * (2 * host_guess * n + 1e-3)))
+        hold = min(2 * host_guess * n + 1e-3, _MOST_HELD)
+        torch.cuda._sleep(int(rate * hold))
         start.record()  # after the sleep, in the GPU's order
         t0 = time.perf_counter()
         for _ in range(n):
@@ -249,9 +251,14 @@ def _wall(fn, device) -> float:
     return time.perf_counter() - t0
 
 
-_QUEUED = 200
+_QUEUED = 64
 """The most calls queued in one timed round on a GPU: the driver's queue holds about a
-thousand launches, and a full queue would hold the host back until the GPU frees it."""
+thousand launches, and a full queue would hold the host back until the GPU frees it (its
+wait would then count as host time); transformers' eager RoPE launches ten kernels a call."""
+
+
+_MOST_HELD = 0.25
+"""The longest the GPU is held (seconds) while a round is queued."""
 
 
 def _measure(fns: dict[str, Callable], device, rounds: int, min_seconds: float) -> dict:
@@ -269,8 +276,9 @@ def _measure(fns: dict[str, Callable], device, rounds: int, min_seconds: float) 
         for name, fn in fns.items():
             t, host, ahead = timed(fn, calls[name], hosts[name])
             if ahead is False:  # once more, with the GPU held back four times longer
-                t, host, ahead = timed(fn, calls[name], 4 * max(host, hosts[name]))
-            hosts[name] = host
+                t, host, ahead = timed(fn, calls[name], 4 * hosts[name])
+            if ahead is not False:  # a round the GPU caught up in may hold waits: not a guess
+                hosts[name] = host
             for values, v in zip(found[name], (t, host, ahead), strict=True):
                 values.append(v)
     return {
@@ -419,8 +427,8 @@ def run(
         "torch": torch.__version__,
     }
     for package in ("triton", "transformers", "liger_kernel", "flash_attn"):
-        with contextlib.suppress(Exception):
-            machine[package] = __import__(package).__version__
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            machine[package] = importlib.metadata.version(package.replace("_", "-"))
     rows = []
     for case in cases:
         for memory in ("model view", "contiguous"):
@@ -541,7 +549,8 @@ def model_share(
         for label, batch, length, cached in steps:
             ids = torch.randint(0, vocab, (batch, length), device=device)
             cache = None
-            if cached:
+            if cached:  # the cache made by the model as it is, transformers' RoPE included
+                modeling_llama.apply_rotary_pos_emb = own
                 cache = DynamicCache()
                 with torch.no_grad():
                     past = torch.randint(0, vocab, (batch, cached), device=device)
