@@ -191,20 +191,44 @@ def test_files_are_written(result, tmp_path):
 
 def test_the_grid_is_written_before_the_model_is_measured(result, tmp_path, monkeypatch):
     """A failure in the model's measurement (out of memory, say) costs that measurement only:
-    the grid is on disk already, and the file says what went wrong."""
+    the bfloat16 grid (what the targets read) is on disk before the model is measured, the file
+    says what went wrong, and the other dtypes are measured after it and added."""
+    calls, on_disk = [], []
+
+    def run(device, *, dtypes, **kwargs):
+        calls.append(dtypes)
+        rows = [{**r, "dtype": d} for d in dtypes for r in result["rows"]]
+        return {"machine": result["machine"], "rows": copy.deepcopy(rows)}
 
     def fails(*args, **kwargs):
+        on_disk.append(json.loads((tmp_path / "rope_peers.json").read_text()))
         raise RuntimeError("CUDA out of memory")
 
-    monkeypatch.setattr(peers, "run", lambda *args, **kwargs: copy.deepcopy(result))
+    monkeypatch.setattr(peers, "run", run)
     monkeypatch.setattr(peers, "model_share", fails)
     with contextlib.redirect_stdout(io.StringIO()) as out:
         status = cli.main(["--peers", "--device", "cpu", "--out", str(tmp_path)])
     plt.close("all")
     assert status == 0 and "model share not measured: RuntimeError" in out.getvalue()
+    assert calls == [("bfloat16",), ("float16", "float32")]
+    assert on_disk[0]["rows"] == result["rows"]
     written = json.loads((tmp_path / "rope_peers.json").read_text())
-    assert written["rows"] == result["rows"]
+    assert [r["dtype"] for r in written["rows"]] == [
+        d for d in ("bfloat16", "float16", "float32") for _ in result["rows"]
+    ]
     assert written["model_error"] == "RuntimeError: CUDA out of memory"
+
+
+def test_each_case_is_printed_as_it_is_measured():
+    """A run cut short by a time limit still shows what it measured."""
+    lines = []
+    peers.run(
+        "cpu", cases=peers.small_cases()[:1], dtypes=("float32",), rounds=1, min_seconds=0.0,
+        backward_case=None, log=lines.append,
+    )  # fmt: skip
+    assert len(lines) == 2  # the model's layout, then contiguous
+    assert lines[0].startswith(f"{peers.small_cases()[0].name}, model view, float32, forward")
+    assert "posenc half in place" in lines[0] and "x copy_" in lines[0]
 
 
 def test_the_stored_gpu_run_bears_out_chapter_13():

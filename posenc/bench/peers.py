@@ -371,8 +371,9 @@ def _case_rows(case, dtype_name, device, memory, rounds, min_seconds, backward, 
         "dtype": dtype_name,
         "pass": "forward+backward" if backward else "forward",
     }
-    log(f"  {case.name:26s} {memory:10s} {dtype_name:8s} {common['pass']}")
-    return [{**common, **row} for row in rows]
+    rows = [{**common, **row} for row in rows]
+    log(format_rows({"rows": rows}))
+    return rows
 
 
 def run(
@@ -395,7 +396,7 @@ def run(
             times to last ``min_seconds``.
         min_seconds: the least time of one round of one function.
         backward_case: the case also timed forward plus backward (None: none).
-        log: called with a line per measured case.
+        log: called with each case's rows as text (:func:`format_rows`) once it is measured.
 
     Returns:
         ``{"machine": dict, "rows": [dict, ...]}``; a row holds ``case, memory, dtype, pass,
