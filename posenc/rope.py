@@ -26,6 +26,7 @@ import torch
 
 from posenc._validate import (
     LAYOUTS,
+    broadcast_positions,
     check_copyable,
     check_even_dim,
     check_int,
@@ -140,12 +141,7 @@ def _check_rope_input(x: object, positions: object) -> tuple[torch.Tensor, torch
         raise ValueError(
             f"positions must have one entry per position (T={length}), got shape {tuple(p.shape)}"
         )
-    try:
-        torch.broadcast_shapes(p.shape, x.shape[:-1])
-    except RuntimeError:
-        raise ValueError(
-            f"positions of shape {tuple(p.shape)} do not broadcast with x's leading shape {tuple(x.shape[:-1])}"
-        ) from None
+    broadcast_positions(p.shape, x.shape[:-1])
     return x, check_copyable("positions", p, x.device).to(device=x.device, dtype=torch.int64)
 
 

@@ -704,3 +704,20 @@ def test_registry_names_every_out_of_place_form():
         "triton",
     }
     assert all(callable(f) for f in fr.IMPLEMENTATIONS.values())
+
+
+_sizes = st.lists(st.integers(0, 3), max_size=4).map(tuple)
+
+
+@given(_sizes, _sizes)
+@settings(max_examples=300, deadline=None)
+def test_positions_broadcast_as_torch_broadcasts(positions, lead):
+    """The broadcast worked out by hand (torch's costs a decoding step's time) agrees with
+    torch's on every pair of shapes, zero sizes included, and refuses what torch refuses."""
+    try:
+        want = torch.broadcast_shapes(positions, lead)
+    except RuntimeError:
+        with pytest.raises(ValueError, match="do not broadcast"):
+            _validate.broadcast_positions(torch.Size(positions), torch.Size(lead))
+    else:
+        assert _validate.broadcast_positions(torch.Size(positions), torch.Size(lead)) == want

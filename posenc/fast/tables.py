@@ -17,6 +17,7 @@ import torch
 
 from posenc._validate import (
     _compiling,
+    broadcast_positions,
     check_copyable,
     check_even_dim,
     check_int,
@@ -89,7 +90,7 @@ class _Args:
         if p.dim() == 1:
             self.out_shape = x.shape
         else:
-            self.out_shape = torch.Size((*torch.broadcast_shapes(p.shape, x.shape[:-1]), dim))
+            self.out_shape = torch.Size((*broadcast_positions(p.shape, x.shape[:-1]), dim))
         if self.transformed:
             pos_key = None
         elif positions is None:
@@ -115,13 +116,7 @@ class _Args:
         if self.p.dim() == 1:
             other.out_shape = x.shape
             return other
-        try:
-            lead = torch.broadcast_shapes(self.p.shape, x.shape[:-1])
-        except RuntimeError:
-            raise ValueError(
-                f"positions of shape {tuple(self.p.shape)} do not broadcast with x's leading "
-                f"shape {tuple(x.shape[:-1])}"
-            ) from None
+        lead = broadcast_positions(self.p.shape, x.shape[:-1])
         other.out_shape = torch.Size((*lead, x.shape[-1]))
         return other
 
