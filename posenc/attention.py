@@ -138,7 +138,7 @@ class DemoAttention(nn.Module):
     Three bias-free linear maps ``E -> E`` turn the token embeddings into queries, keys
     and values, and ``nn.MultiheadAttention`` with ``num_heads`` heads attends over them.
     As in the source, every parameter of the attention block is drawn from
-    ``N(0, std)`` so that it is far from negligible; the projections keep torch's default
+    ``N(0, std²)`` so that it is far from negligible; the projections keep torch's default
     initialisation. No positional information enters anywhere.
 
     Parameters are created on the CPU from their own seeded generator state, so the same

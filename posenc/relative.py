@@ -32,14 +32,14 @@ __all__ = [
 
 
 def shaw_relative_indices(num_positions: int, max_distance: int) -> torch.Tensor:
-    """Row ``i``, column ``j``: the clipped offset ``clip(j - i, -k, k) + k`` in ``0 .. 2k``.
+    """Row ``i``, column ``j``: the clipped offset ``clip(j - i, -c, c) + c`` in ``0 .. 2c``.
 
-    Offsets beyond ``k = max_distance`` share the vector of the largest one, so a table of
-    ``2k + 1`` vectors serves sequences of any length.
+    Offsets beyond ``c = max_distance`` share the vector of the largest one, so a table of
+    ``2c + 1`` vectors serves sequences of any length.
 
     Args:
         num_positions: ``T``.
-        max_distance: the clipping distance ``k`` (at least 0).
+        max_distance: the clipping distance ``c`` (at least 0).
 
     Returns:
         int64 ``[T, T]``.
@@ -129,15 +129,18 @@ def t5_bucket(
 
     With ``bidirectional``, half the buckets are for keys after the query. Within a
     direction, the first half of the buckets hold offsets ``0, 1, 2, ...`` one each; the rest
-    cover offsets up to ``max_distance`` on a log scale; beyond it all offsets share the last
-    bucket.
+    are spaced on a log scale that would reach ``max_distance`` at the last bucket, but as
+    bucket numbers are rounded down the last bucket starts earlier: with the defaults every
+    offset of 91 or more (in one direction) shares it.
 
     Args:
         relative_position: integer offsets ``j - i``, any shape.
         bidirectional: separate buckets for positive offsets (encoder) or not (decoder,
             where positive offsets are treated as 0).
         num_buckets: buckets in all (even when bidirectional).
-        max_distance: offset from which everything shares the last bucket.
+        max_distance: the offset at which the log scale would reach the last bucket
+            (every offset from ``max_distance`` on is in it; with rounding down, from
+            earlier on too).
 
     Returns:
         int64 buckets, same shape, in ``0 .. num_buckets - 1``.
@@ -226,17 +229,19 @@ def t5_bias(
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:
-    """ALiBi's head slopes: a geometric sequence starting at ``2**(-8/H)``.
+    """ALiBi's head slopes, fixed: for ``H`` a power of two, ``2**(-8h/H)``, ``h = 1 .. H``.
 
-    For ``H`` a power of two the slopes are ``2**(-8h/H)``, ``h = 1 .. H``: for 8 heads
-    ``1/2, 1/4, ..., 1/256``. Otherwise the slopes of the largest power of two below ``H``
-    are followed by every other slope of twice that many heads, as in the paper's code.
+    For ``H`` a power of two they are a geometric sequence from ``2**(-8/H)`` down to
+    ``1/256``: for 8 heads ``1/2, 1/4, ..., 1/256``. Otherwise the slopes of the largest
+    power of two below ``H`` are followed by every other slope of twice that many heads, as
+    in the paper's code (for 6 heads ``1/4, 1/16, 1/64, 1/256`` then ``1/2, 1/8``: neither
+    geometric nor decreasing).
 
     Args:
         num_heads: ``H``.
 
     Returns:
-        float64 ``[H]``, decreasing.
+        float64 ``[H]`` (decreasing when ``H`` is a power of two).
 
     Raises:
         TypeError, ValueError: if ``num_heads`` is not a positive int.

@@ -188,13 +188,15 @@ def _check_log_space() -> Finding:
 def _check_low_dims_slow() -> Finding:
     dim = 64
     pe = sinusoidal_encoding(100, dim).double()  # [T, D]
-    flips = (pe[1:].sign() != pe[:-1].sign()).sum(0)  # sign changes per feature over 100 positions
+    # a sign change is a step across zero; sin(0) = 0 to a positive value is none
+    flips = (pe[1:] * pe[:-1] < 0).sum(0)  # sign changes per feature over 100 positions
     first, last = int(flips[0]), int(flips[dim - 2])
     slowing = bool((sinusoidal_frequencies(dim).diff() < 0).all())
     return Finding(
         _verdict(first < last),
-        f"D = 64, positions 0..99: feature 0 changes sign {first} times, feature 62 only "
-        f"{last}; frequencies fall with the feature index: {_yes(slowing)}",
+        f"D = 64, positions 0..99: feature 0 changes sign {first} times, feature 62 "
+        f"{'never' if last == 0 else f'{last} times'}; frequencies fall with the feature "
+        f"index: {_yes(slowing)}",
     )
 
 
@@ -213,7 +215,7 @@ def _check_sine_alone() -> Finding:
         _verdict(confused and told_apart, caveat=bool(gap_sin > 0)),
         f"sin(a) = sin(pi - a), cos tells them apart: {_yes(confused and told_apart)}; integer "
         f"positions 0..100 share no sine exactly, the closest two differ by "
-        f"{gap_sin.item():.1g}; as (sin, cos) pairs they are at least {gap_pair.item():.2f} apart",
+        f"{gap_sin.item():.1g}; as (sin, cos) pairs the closest two are {gap_pair.item():.3g} apart",
     )
 
 
@@ -318,7 +320,7 @@ def _check_shaw_clipping() -> Finding:
     toeplitz = torch.equal(idx, offsets.clamp(-2, 2) + 2)
     return Finding(
         _verdict(rows == 5 and toeplitz),
-        f"T = 50, k = 2: {rows} table rows serve every pair; row = clip(j - i) + k: "
+        f"T = 50, c = 2: {rows} table rows serve every pair; row = clip(j - i, -c, c) + c: "
         f"{_yes(toeplitz)}",
     )
 

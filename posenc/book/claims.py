@@ -303,7 +303,7 @@ CLAIMS: tuple[Claim, ...] = (
         "(V + A^V)$.",
         HOLDS,
         "Read row by row, it is Shaw et al.'s attention; each tensor holds only "
-        "$2k + 1$ different vectors.",
+        "$2c + 1$ different vectors (clipping distance $c$).",
         7,
         "shaw-et-al-vectors-for-offsets",
         cc._check_shaw_tensors,
@@ -312,10 +312,10 @@ CLAIMS: tuple[Claim, ...] = (
         "shaw-clipping",
         "shaw2018self",
         "clipped offsets share a vector",
-        "Offsets beyond the clipping distance $k$ share one learned vector, so $2k + 1$ "
+        "Offsets beyond the clipping distance $c$ share one learned vector, so $2c + 1$ "
         "vectors serve sequences of any length.",
         HOLDS,
-        "The table row of every pair is $\\operatorname{clip}(j - i, -k, k) + k$.",
+        "The table row of every pair is $\\operatorname{clip}(j - i, -c, c) + c$.",
         7,
         "shaw-et-al-vectors-for-offsets",
         cc._check_shaw_clipping,

@@ -322,7 +322,9 @@ def seeded_projections(
     """Two projections ``W_q``, ``W_k`` with entries ``N(0, 1/E)``, from a seed.
 
     Drawn on the CPU from their own generator, so the same seed gives the same matrices on
-    every machine; with this scale a vector keeps its norm on average.
+    every machine. With this scale each output feature has the variance of an input feature
+    averaged, ``|x|^2 / E``, so ``|x W|^2`` is ``(D / E) |x|^2`` on average: every term a
+    chapter compares is scaled alike.
 
     Args:
         in_dim: ``E``.
