@@ -62,7 +62,8 @@ def rope_inv_freq(dim: int, base: float = 10000.0) -> torch.Tensor:
         base: the base (10000 in RoFormer, 500000 in Llama 3).
 
     Returns:
-        float64 ``[D/2]``, in radians per position, from 1 down to almost ``1/base``.
+        float64 ``[D/2]``, in radians per position, from 1 down to ``base**(2/D) / base``,
+        a little more than ``1/base``.
 
     Raises:
         TypeError: if ``dim`` is not an int or ``base`` not a number.
