@@ -34,7 +34,9 @@ import sys
 source = os.environ.get("{env_var}")
 if source is None and "google.colab" in sys.modules:
     source = "posenc[book] @ git+{url}@{branch}"
-if source and importlib.util.find_spec("posenc") is None:
+# a bare posenc/ folder in the working directory (origin None) is no install
+spec = importlib.util.find_spec("posenc")
+if source and (spec is None or spec.origin is None):
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", source], check=True
     )
@@ -83,8 +85,10 @@ def sync(nb: nbformat.NotebookNode, source: str | None = None) -> bool:
     is_setup = (
         first is not None and first.cell_type == "code" and first.source.startswith("# Setup:")
     )
-    if is_setup:
-        nb.cells[0] = make_cell(source)
+    if is_setup:  # the new source in the old cell's place, run as it was (no churn)
+        cell = make_cell(source)
+        cell.execution_count = first.get("execution_count")
+        nb.cells[0] = cell
     else:
         nb.cells.insert(0, make_cell(source))
     return True
