@@ -54,6 +54,7 @@ def test_a_fork_sets_its_url_once_and_every_copy_follows(fork):
     assert repository.disagreements(fork) == []
     first = nbformat.read(next((fork / "notebooks").glob("*.ipynb")), as_version=4).cells[0]
     assert f"git+{url}@draft" in first.source
+    assert f"git clone {url} && cd posenc-fork" in (fork / "book/how-to-run.md").read_text()
     assert repository.set_repository(url, "draft", root=fork) == []
 
 
@@ -64,6 +65,11 @@ def test_a_copy_left_behind_is_reported(fork):
         "README.md: clones 'https://github.com/old/place', "
         "not 'https://github.com/posenc-book/posenc'"
     ]
+    page = fork / "book/how-to-run.md"
+    page.write_text(page.read_text().replace("&& cd posenc", "&& cd elsewhere"))
+    assert repository.disagreements(fork)[-1] == (
+        "book/how-to-run.md: goes into 'elsewhere' after cloning, not 'posenc'"
+    )
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,13 @@ PYPROJECT = "pyproject.toml"
 CLONE_PAGES = ("README.md", "book/how-to-run.md")
 _URL = re.compile(r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _PROJECT_URLS = ("Homepage", "Repository")
-_CLONE = re.compile(r"git clone ([^\s`'\")]+)")
+_CLONE = re.compile(r"git clone ([^\s`'\")]+)(?: && cd ([^\s`'\")]+))?")
+
+
+def _clone(url: str, cd: bool) -> str:
+    """The clone command for ``url``, going into the clone (named as the repository) if
+    ``cd``."""
+    return f"git clone {url}" + (f" && cd {url.rsplit('/', 1)[1]}" if cd else "")
 
 
 def setting(root: Path = ROOT) -> tuple[str, str]:
@@ -49,10 +55,15 @@ def disagreements(root: Path = ROOT) -> list[str]:
         if match is None or match.group(1) != url:
             found.append(f"{PYPROJECT}: {key} is {match and match.group(1)!r}, not {url!r}")
     for page in CLONE_PAGES:
-        clones = _CLONE.findall((root / page).read_text())
+        clones = list(_CLONE.finditer((root / page).read_text()))
         if not clones:
             found.append(f"{page}: no `git clone {url}` command")
-        found += [f"{page}: clones {c!r}, not {url!r}" for c in clones if c != url]
+        name = url.rsplit("/", 1)[1]
+        for c in clones:
+            if c.group(1) != url:
+                found.append(f"{page}: clones {c.group(1)!r}, not {url!r}")
+            elif c.group(2) not in (None, name):
+                found.append(f"{page}: goes into {c.group(2)!r} after cloning, not {name!r}")
     expected = setup_cell.template(url, branch)
     for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         first = nbformat.read(path, as_version=4).cells[0]
@@ -90,7 +101,8 @@ def set_repository(url: str, branch: str = "main", root: Path = ROOT) -> list[st
         pyproject = re.sub(rf'(?m)^{key} = "[^"]*"', f'{key} = "{url}"', pyproject)
     rewrite(PYPROJECT, pyproject)
     for page in CLONE_PAGES:
-        rewrite(page, _CLONE.sub(f"git clone {url}", (root / page).read_text()))
+        text = (root / page).read_text()
+        rewrite(page, _CLONE.sub(lambda c: _clone(url, c.group(2) is not None), text))
     for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         if setup_cell.sync(nb, setup_cell.template(url, branch)):
