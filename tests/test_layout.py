@@ -1,8 +1,10 @@
 """The package's layers, read from its source (posenc/README.md draws them).
 
-- the core (``posenc/*.py`` but ``plots``, ``table`` and ``bench``) imports only the core;
-- ``posenc.fast`` and ``posenc.bench`` import the core and the fast path;
-- ``posenc.book``, ``posenc.plots`` and ``posenc.table`` import anything below them;
+- the core (``posenc/*.py`` but ``plots`` and ``table``) imports only the core;
+- ``posenc.fast`` imports the core, never the chapters' helpers (``posenc.book``,
+  ``posenc.plots``);
+- ``posenc.book``, ``posenc.plots``, ``posenc.table`` and ``posenc.bench`` import anything
+  below them;
 - the import graph has no cycle, counting imports inside functions too;
 - importing the core loads no plotting, widget, symbolic or model library.
 """

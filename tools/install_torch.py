@@ -107,7 +107,9 @@ def install(
             version = installed_torch()
             say(f"Installed PyTorch {version}, {build_of(version)}.")
             return "cpu"
-        say(f"{index} could not be reached: installing the default build instead.")
+        say(
+            f"installing from {index} failed (see pip above): installing the default build instead."
+        )
         how = "default after the CPU index failed"
     if pip([requirement]) != 0:
         raise RuntimeError(f"pip could not install {requirement}")
