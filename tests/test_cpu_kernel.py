@@ -190,15 +190,22 @@ def fresh_kernel_state(monkeypatch, tmp_path):
 
 
 def test_without_a_compiler_apply_rope_falls_back_and_agrees(fresh_kernel_state, monkeypatch):
+    """With no C compiler the default paths of posenc.fast (above the small-input threshold,
+    where the C loop would serve) fall back to the blocks and still give the reference's
+    rotation: out of place, in place and through rope_qk."""
     monkeypatch.setattr(cpu_kernel.shutil, "which", lambda name: None)
     assert not cpu_kernel.available()
     assert cpu_kernel.status().startswith("no C compiler")
     x = torch.randn(2, 8, 300, 64)
+    assert x.numel() > fr._SMALL
     for layout in rope.LAYOUTS:
-        want = fr.rope_elementwise(x, layout=layout)
-        torch.testing.assert_close(rope.apply_rope(x, layout=layout), want, rtol=0, atol=1e-6)
+        want = rope.apply_rope(x, layout=layout)
+        torch.testing.assert_close(fr.apply_rope(x, layout=layout), want, rtol=0, atol=1e-6)
         y = x.clone()
-        torch.testing.assert_close(rope.apply_rope_(y, layout=layout), want, rtol=0, atol=1e-6)
+        assert fr.apply_rope_(y, layout=layout) is y
+        torch.testing.assert_close(y, want, rtol=0, atol=1e-6)
+        q, _ = fr.rope_qk(x, x.flip(1), layout=layout)
+        torch.testing.assert_close(q, want, rtol=0, atol=1e-6)
     with pytest.raises(RuntimeError, match="not available: no C compiler"):
         fr.rope_c(x)
 
@@ -209,8 +216,11 @@ def test_a_source_that_does_not_compile_is_reported(fresh_kernel_state, monkeypa
     assert not cpu_kernel.available()
     assert "could not build the kernel" in cpu_kernel.status()
     assert not list(fresh_kernel_state.glob("*.so"))  # nothing half-written is left behind
-    x = torch.randn(2, 8, 300, 64)
-    assert torch.equal(rope.apply_rope(x, layout="half"), fr.rope_elementwise(x, layout="half"))
+    x = torch.randn(2, 8, 300, 64)  # past the small-input threshold: the C loop's work
+    # the blocks of the half layout round as the reference does: bit for bit
+    assert torch.equal(fr.apply_rope(x, layout="half"), rope.apply_rope(x, layout="half"))
+    # the complex multiplication of the interleaved one, to a unit in the last place
+    torch.testing.assert_close(fr.apply_rope(x), rope.apply_rope(x), rtol=0, atol=1e-6)
 
 
 @needs_kernel

@@ -6,7 +6,6 @@ has always done), itself checked against a plain per-pair loop in float64.
 
 import importlib.util
 import math
-import os
 
 import pytest
 import torch
@@ -15,6 +14,7 @@ from hypothesis import strategies as st
 
 import posenc._validate as _validate
 import posenc.rope as rope
+from posenc.fast import cpu_kernel
 from posenc.fast import kernels as fr
 from posenc.fast import tables as tb
 from posenc.fast import triton as tr
@@ -108,8 +108,8 @@ IMPLS = {
     "cached": fr.rope_cached,
     "blocked": fr.rope_blocked,
     "blocked_tiny_blocks": lambda x, p=None, **kw: fr.rope_blocked(x, p, block_elements=8, **kw),
-    "apply_rope": rope.apply_rope,
-    "apply_rope_": lambda x, p=None, **kw: rope.apply_rope_(x.clone(), p, **kw),
+    # posenc.rope.apply_rope is not one of them: it is the reference's own arithmetic, and
+    # comparing it with rope_elementwise would compare one computation with itself
     "fast_apply_rope": fr.apply_rope,
     "fast_apply_rope_": _inplace,
     "rope_qk_q": _qk_first,
@@ -146,11 +146,15 @@ def test_implementation_matches_reference(name, maker, shape, dtype, layout):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_default_path_is_bit_identical_for_small_inputs(dtype, layout):
-    # inputs below the small-input threshold take the reference arithmetic itself
+    """``fast.apply_rope``, ``fast.apply_rope_`` and ``rope_qk`` give inputs of at most 32,768
+    elements the reference's arithmetic itself: bit for bit, in every dtype."""
     x = torch.randn(3, 5, 10, dtype=torch.float64).to(dtype)
-    want = fr.rope_elementwise(x, layout=layout)
-    assert torch.equal(rope.apply_rope(x, layout=layout), want)
-    assert torch.equal(rope.apply_rope_(x.clone(), layout=layout), want)
+    want = rope.apply_rope(x, layout=layout)
+    assert torch.equal(fr.rope_elementwise(x, layout=layout), want)
+    assert torch.equal(fr.apply_rope(x, layout=layout), want)
+    y = x.clone()
+    assert fr.apply_rope_(y, layout=layout) is y and torch.equal(y, want)
+    assert all(torch.equal(r, want) for r in fr.rope_qk(x, x.clone(), layout=layout))
 
 
 @settings(max_examples=40, deadline=None)
@@ -185,18 +189,69 @@ def test_blocks_of_any_size_give_the_same_result(
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_large_input_takes_the_fast_path_and_agrees(layout):
-    x = torch.randn(2, 8, 300, 64)  # above the small-input threshold
+def test_large_input_takes_the_fast_path_and_agrees(layout, monkeypatch):
+    """Above the small-input threshold ``fast.apply_rope`` and ``fast.apply_rope_`` hand x to
+    the fast kernels (the C loop or the blocks; in place for ``apply_rope_``, into x's own
+    memory) and agree with the reference to float32 round-off."""
+    x = torch.randn(2, 8, 300, 64)
+    assert x.numel() > fr._SMALL
+    calls = []
+    fast = fr._rotate_best
+    monkeypatch.setattr(fr, "_rotate_best", lambda *a: calls.append(a) or fast(*a))
     want = fr.rope_elementwise(x, layout=layout)
-    got = rope.apply_rope(x, layout=layout)
+    got = fr.apply_rope(x, layout=layout)
     torch.testing.assert_close(got, want, rtol=0, atol=4 * torch.finfo(torch.float32).eps * 8)
     y = x.clone()
     ptr = y.data_ptr()
-    assert rope.apply_rope_(y, layout=layout) is y and y.data_ptr() == ptr
+    assert fr.apply_rope_(y, layout=layout) is y and y.data_ptr() == ptr
     torch.testing.assert_close(y, want, rtol=0, atol=4 * torch.finfo(torch.float32).eps * 8)
+    # one pass of the fast kernels each: from x into the result, and from y into y itself
+    assert len(calls) == 2
+    assert calls[0][0] is x and calls[0][1] is got
+    assert calls[1][0] is y and calls[1][1] is y
 
 
-@pytest.mark.parametrize("name", ["apply_rope", "blocked", "cached", "complex", "dense"])
+OFFSET_FORMS = {
+    "apply_rope": lambda q, k, **kw: (fr.apply_rope(q, **kw),),
+    "apply_rope_": lambda q, k, **kw: (fr.apply_rope_(q.clone(), **kw),),
+    "rope_qk": lambda q, k, **kw: fr.rope_qk(q, k, **kw),
+    "rope_qk_inplace": lambda q, k, **kw: fr.rope_qk(q.clone(), k.clone(), inplace=True, **kw),
+}
+
+
+@pytest.mark.parametrize("form", list(OFFSET_FORMS))
+@pytest.mark.parametrize("length", [5, 300], ids=["small", "large"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_offset_shifts_the_default_positions(form, length, layout):
+    """``offset`` (a KV cache's length) with the default positions rotates as the reference
+    does at ``arange(T) + offset``: ``fast.apply_rope``, ``apply_rope_`` and ``rope_qk`` (out
+    of place and in place), below and above the small-input threshold, each first called at
+    offset 0, so that the tables of ``arange(T)`` are in the cache (a cache key that forgot
+    the offset would hand them back). Bit for bit where the docstring promises it (small
+    inputs, the C loop), else to float32 round-off."""
+    gen = torch.Generator().manual_seed(length)
+    q = torch.randn(2, 8, length, 64, generator=gen)
+    k = torch.randn(2, 2, length, 64, generator=gen)  # fewer key heads
+    assert all((t.numel() > fr._SMALL) == (length == 300) for t in (q, k))
+    exact = length == 5 or cpu_kernel.available()
+
+    def check(got, positions):
+        for g, x in zip(got, (q, k)[: len(got)], strict=True):
+            want = rope.apply_rope(x, positions, layout=layout)
+            if exact:
+                assert torch.equal(g, want)
+            else:
+                torch.testing.assert_close(g, want, **TOL[torch.float32])
+
+    check(OFFSET_FORMS[form](q, k, layout=layout), torch.arange(length))
+    for offset in (5, 70000):
+        shifted = torch.arange(length) + offset
+        # the offset matters: the reference's rotation at it is another
+        assert not torch.allclose(rope.apply_rope(q, shifted, layout=layout), rope.apply_rope(q))
+        check(OFFSET_FORMS[form](q, k, layout=layout, offset=offset), shifted)
+
+
+@pytest.mark.parametrize("name", ["fast_apply_rope", "blocked", "cached", "complex", "dense"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_positions_with_leading_dims_broadcast_like_the_reference(name, layout):
     x = torch.randn(2, 3, 4, 8)
@@ -210,9 +265,11 @@ def test_positions_with_leading_dims_broadcast_like_the_reference(name, layout):
     # positions that make the result larger than x: out of place as the reference, not in place
     wide = torch.arange(8).view(2, 4)
     small = torch.randn(4, 8)
-    assert rope.apply_rope(small, wide).shape == (2, 4, 8)
-    with pytest.raises(ValueError, match="in-place rotation must keep x's shape"):
-        rope.apply_rope_(small, wide)
+    assert torch.equal(fr.apply_rope(small, wide), rope.apply_rope(small, wide))
+    assert fr.apply_rope(small, wide).shape == (2, 4, 8)
+    for in_place in (fr.apply_rope_, rope.apply_rope_):
+        with pytest.raises(ValueError, match="in-place rotation must keep x's shape"):
+            in_place(small, wide)
 
 
 def test_tables_are_cached_by_positions_frequencies_and_dtype():
@@ -241,28 +298,51 @@ def test_tables_are_cached_by_positions_frequencies_and_dtype():
     assert tb.cache_info()["size"] == tb.cache_info()["maxsize"]
 
 
-@pytest.mark.parametrize("name", ["apply_rope", "blocked", "cached", "complex", "rotate_half"])
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [
+        ("fast_apply_rope", (3, 5, 8)),
+        # past the small-input threshold: the fast path's own autograd route, out of place
+        ("fast_apply_rope", (2, 8, 300, 64)),
+        # in place, on copies of x (a non-leaf): apply_rope_, and rope_qk's k
+        ("fast_apply_rope_", (2, 8, 300, 64)),
+        ("rope_qk_inplace", (2, 8, 300, 64)),
+        ("blocked", (3, 5, 8)),
+        ("cached", (3, 5, 8)),
+        ("complex", (3, 5, 8)),
+        ("rotate_half", (3, 5, 8)),
+    ],
+    ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else v,
+)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_gradient_is_the_inverse_rotation(name, layout):
-    x = torch.randn(3, 5, 8, dtype=torch.float64, requires_grad=True)
-    w = torch.randn(3, 5, 8, dtype=torch.float64)
-    positions = torch.tensor([0, 3, -2, 11, 100])
-    (IMPLS[name](x, positions, layout=layout) * w).sum().backward()
-    # R^T w = R(-p) w
+def test_gradient_is_the_inverse_rotation(name, shape, layout):
+    """While autograd records, the result is the reference's rotation, and the gradient of
+    ``<R(p) x, w>`` with respect to x is ``R(p)^T w = R(-p) w`` (float64). In place and past
+    the small-input threshold, the half layout's backward once failed: the rotation read
+    views of the x it overwrote."""
+    x = torch.randn(shape, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(shape, dtype=torch.float64)
+    positions = torch.arange(shape[-2]) * 37 - 11
+    out = IMPLS[name](x, positions, layout=layout)
+    assert out.requires_grad
+    want = fr.rope_elementwise(x.detach(), positions, layout=layout)
+    torch.testing.assert_close(out, want, **TOL[torch.float64])
+    (out * w).sum().backward()
     torch.testing.assert_close(x.grad, fr.rope_elementwise(w, -positions, layout=layout))
 
 
-def test_in_place_records_autograd_on_a_non_leaf():
+@pytest.mark.parametrize("in_place", [fr.apply_rope_, rope.apply_rope_], ids=["fast", "reference"])
+def test_in_place_records_autograd_on_a_non_leaf(in_place):
     x = torch.randn(4, 8, dtype=torch.float64, requires_grad=True)
     y = x * 1.0
-    rope.apply_rope_(y, [1, 2, 3, 4])
+    in_place(y, [1, 2, 3, 4])
     y.sum().backward()
     torch.testing.assert_close(
         x.grad, fr.rope_elementwise(torch.ones(4, 8, dtype=torch.float64), [-1, -2, -3, -4])
     )
     leaf = torch.randn(4, 8, requires_grad=True)
     with pytest.raises(RuntimeError, match="leaf"):
-        rope.apply_rope_(leaf)
+        in_place(leaf)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -336,7 +416,7 @@ def test_torch_func_transforms_take_the_fast_path():
 
 def test_empty_leading_dims():
     x = torch.randn(0, 3, 8)
-    for name in ("apply_rope", "blocked", "fast_apply_rope_"):
+    for name in ("fast_apply_rope", "blocked", "fast_apply_rope_"):
         assert IMPLS[name](x).shape == (0, 3, 8)
 
 
@@ -563,14 +643,23 @@ def test_one_memory_tells_apart_tensors_of_other_storages():
 
 
 def test_scores_depend_on_the_offset_only_with_the_fast_path():
-    q, k = torch.randn(2, 1, 300, 64, dtype=torch.float64)  # large enough for the fast path
+    """``rope_qk`` on inputs past the small-input threshold rotates q and k as the reference
+    does, so the scores ``q_m . k_n`` depend on ``m - n`` alone: shifting every position by
+    12,345 leaves them as they were, and they are not the scores of the unrotated q and k."""
+    q, k = torch.randn(2, 2, 300, 64, dtype=torch.float64)  # [2, 300, 64] each
+    assert q.numel() > fr._SMALL  # large enough for the fast path
     base = torch.arange(300)
 
     def scores(shift):
-        rq, rk = fr.rope_qk(q, k, base + shift)
+        positions = base + shift
+        rq, rk = fr.rope_qk(q, k, positions)
+        for got, x in ((rq, q), (rk, k)):
+            torch.testing.assert_close(got, fr.rope_elementwise(x, positions), **TOL[torch.float64])
         return rq @ rk.mT
 
-    torch.testing.assert_close(scores(0), scores(12345))
+    unshifted = scores(0)
+    torch.testing.assert_close(unshifted, scores(12345))
+    assert not torch.allclose(unshifted, q @ k.mT, rtol=1e-2, atol=1e-2)
 
 
 # --- bad input --------------------------------------------------------------------------------
@@ -654,19 +743,18 @@ def test_compile_needs_a_cpp_compiler(monkeypatch):
     assert fr.compile_available() is True
 
 
-@pytest.mark.skipif(
-    os.environ.get("POSENC_TEST_COMPILE") != "1",
-    reason="torch.compile takes about 20 s on a cold 2-core CPU; set POSENC_TEST_COMPILE=1",
-)
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_compiled_matches_reference(dtype):
+def test_compiled_matches_reference():
+    """``rope_compiled`` agrees with the reference on one case (float32, the half layout, a
+    ``[B, H, T, D]`` view of ``[B, T, H, D]`` memory, negative positions too): one compile,
+    a second or two on a 2-core CPU once test_the_fast_path_compiles_whole has paid for
+    inductor's first start (about 10 s cold, whichever of the two runs first)."""
     if not fr.compile_available():
         pytest.skip("torch.compile is not available here")
-    for layout in LAYOUTS:
-        for x in (_contiguous((1, 2, 9, 16), dtype), _transposed((2, 3, 5, 8), dtype)):
-            got = fr.rope_compiled(x, torch.arange(x.shape[-2]) - 3, layout=layout)
-            want = fr.rope_elementwise(x, torch.arange(x.shape[-2]) - 3, layout=layout)
-            torch.testing.assert_close(got, want, **TOL[dtype])
+    x = _transposed((2, 3, 5, 8), torch.float32)
+    positions = torch.arange(5) - 3
+    got = fr.rope_compiled(x, positions, layout="half")
+    want = fr.rope_elementwise(x, positions, layout="half")
+    torch.testing.assert_close(got, want, **TOL[torch.float32])
 
 
 def test_the_fast_path_compiles_whole():
@@ -684,11 +772,17 @@ def test_the_fast_path_compiles_whole():
     torch.testing.assert_close(compiled(x), want, **TOL[torch.float32])
 
 
-@pytest.mark.skipif(importlib.util.find_spec("triton") is not None, reason="Triton is installed")
-def test_triton_kernel_says_why_it_cannot_run():
+def test_triton_kernel_says_why_it_cannot_run(monkeypatch):
+    """Without Triton (here made so whether it is installed or not) the kernel is available
+    nowhere, not even under the interpreter, and says why it cannot run."""
+    monkeypatch.setattr(tr, "_INSTALLED", False)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert tr.triton_available() is False and tr.triton_available("cpu") is False
-    with pytest.raises(RuntimeError, match="cannot run on cpu"):
+    with pytest.raises(RuntimeError, match="cannot run on cpu: it needs Triton"):
         tr.rope_triton(torch.randn(2, 4))
+    if importlib.util.find_spec("triton") is not None and tr._OPS is not None:
+        monkeypatch.setattr(tr, "_INSTALLED", True)  # the same machine with Triton: it runs
+        assert tr.triton_available("cpu") is True
 
 
 def test_registry_names_every_out_of_place_form():

@@ -704,8 +704,9 @@ def _inplace(args: _Args, tables: _Tables | None = None) -> None:
     tables = _tables(args) if tables is None else tables
     if args.transformed or x.numel() <= _SMALL or x.device.type not in ("cpu", "cuda"):
         x.copy_(_elementwise(x, tables.cos, tables.sin, args.layout))
-    elif _needs_grad(x):  # autograd records the copy
-        x.copy_(_complex(x, tables.rot, args.layout))
+    elif _needs_grad(x):  # autograd records the copy; the rotation reads a copy of x, since
+        # its half-layout split is a view that autograd refuses once x is overwritten
+        x.copy_(_complex(x.clone(), tables.rot, args.layout))
     else:
         _rotate_best(x, x, tables, args.layout)
 
