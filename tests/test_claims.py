@@ -9,6 +9,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
@@ -38,6 +39,48 @@ def test_each_check_reproduces_the_recorded_verdict(claim):
     finding = claims.check_claim(claim)
     assert finding.verdict == claim.verdict, finding.evidence
     assert finding.evidence
+
+
+def _no_rotation(x, positions=None, **kwargs):
+    return x.clone()
+
+
+def _clockwise_formula(x, positions=None, *, base=10000.0):
+    from posenc import rope
+
+    p = torch.as_tensor(positions)
+    return rope.apply_rope(x, -p, base=base, layout="interleaved")
+
+
+# A broken library (or source formula) must change the verdict: each check can fail.
+BREAKAGES = {
+    "translation-invariant": ("posenc.book.claim_checks.apply_rope", _no_rotation),
+    "relative-identity": ("posenc.book.claim_checks.apply_rope", _no_rotation),
+    "dog-cat": ("posenc.book.claim_checks.apply_rope", _no_rotation),
+    "key-rotation-typo": ("posenc.book.claim_checks.apply_rope", _no_rotation),
+    "no-forced-decay": ("posenc.book.claim_checks.apply_rope", _no_rotation),
+    "long-term-decay": (
+        "posenc.book.frequencies.decay_bound",
+        lambda q, k, dist: torch.full((q.shape[0], len(dist)), 1e9, dtype=q.dtype),
+    ),
+    "matrix-vs-elementwise": ("posenc.book.rope_views.elementwise_rope", _clockwise_formula),
+    "unique-positions": (
+        "posenc.book.frequencies.encoding_distance",
+        lambda offsets, theta: torch.zeros(len(offsets), dtype=torch.float64),
+    ),
+    "axes-apart": (  # every cell's q and k left as they are: no position in any score
+        "posenc.book.rope_nd_views.pairwise_scores",
+        lambda q, k, cells, rotate=None: (q @ k).expand(len(cells), len(cells)),
+    ),
+}
+
+
+@pytest.mark.parametrize("key", BREAKAGES)
+def test_a_check_gives_another_verdict_when_what_it_checks_is_broken(key, monkeypatch):
+    target, broken = BREAKAGES[key]
+    monkeypatch.setattr(target, broken)
+    finding = claims.check_claim(CLAIMS[key])
+    assert finding.verdict != CLAIMS[key].verdict, finding.evidence
 
 
 # Every claim of DESIGN.md section 7, and the key of the claim that covers it.

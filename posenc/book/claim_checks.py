@@ -96,7 +96,7 @@ def _check_equal_outputs() -> Finding:
     # Equal only up to float32 rounding (whether the rows are bitwise equal depends on the
     # machine's kernels), and only without a causal mask: with it the second token sees more.
     return Finding(
-        _verdict(close, caveat=True),
+        _verdict(close, caveat=not causal_close),
         f"outputs allclose (atol 1e-6): {_yes(close)}; with a causal mask: {_yes(causal_close)}",
     )
 
@@ -230,12 +230,14 @@ def _check_key_rotation_typo() -> Finding:
     as_written = {round(score(m, n, lambda m, n: m), 9) for m, n in pairs}
     as_meant = [score(m, n, lambda m, n: n) for m, n in pairs]
     offset_only = math.isclose(as_meant[0], as_meant[1], rel_tol=1e-9)
-    # as written, the key turns with the query: the formula would carry no position at all
+    relative = offset_only and as_meant[2] != as_meant[3]
+    # as written, the key turns with the query: the formula would carry no position at all,
+    # while the key as meant gives scores that follow the offset
     return Finding(
-        _verdict(len(as_written) > 1),
+        _verdict(not (len(as_written) == 1 and relative)),
         f"key rotated by R(m) as written: the score is the same for every (m, n): "
         f"{_yes(len(as_written) == 1)}; by R(n): it depends on n - m (equal at offsets 5 and 5, "
-        f"different at 0 and -38): {_yes(offset_only and as_meant[2] != as_meant[3])}",
+        f"different at 0 and -38): {_yes(relative)}",
     )
 
 
@@ -248,7 +250,7 @@ def _check_cyclical() -> Finding:
     return Finding(
         _verdict(bool(dist.min() < 1e-3)),
         f"D = 64: the closest two positions within 100,000 of each other are {nearest} apart "
-        f"(distance {dist.min().item():.2f}); no position repeats another",
+        f"(distance {dist.min().item():.2f}); no two of them share an encoding",
     )
 
 
@@ -392,9 +394,11 @@ def _check_translation_invariance() -> Finding:
         for s in (0, 100, 10_000)
     ]  # [T, T] each
     same = all(torch.allclose(s, scores[0]) for s in scores)
+    rotated = not torch.allclose(scores[0], q @ k.T)  # positions entered the scores
     return Finding(
-        _verdict(same),
-        f"RoPE scores of 8 tokens at 0, 100 and 10000 onwards agree: {_yes(same)}",
+        _verdict(same and rotated),
+        f"RoPE scores of 8 tokens at 0, 100 and 10000 onwards agree: {_yes(same)}; they "
+        f"differ from the scores without RoPE: {_yes(rotated)}",
     )
 
 
@@ -428,7 +432,7 @@ def _check_norm_carries_meaning() -> Finding:
     # the claim: the length holds the meaning, so rotation keeps it; a length is one number,
     # and keys of one length are told apart by direction, which is what RoPE turns
     return Finding(
-        _verdict(not (told_apart and kept)),
+        _verdict(kept and not told_apart),
         f"1000 keys of one length against one query: scores from {cos.min():.2f} to "
         f"{cos.max():.2f} times |q||k|; RoPE keeps the length: {_yes(kept)}, and turns the "
         f"direction: the query's cosine with itself at position 0 falls to "
@@ -448,29 +452,36 @@ def _check_relative_identity() -> Finding:
     offsets = [n - m for m in grid for n in grid]
     relative = (q * apply_rope(k.expand(len(offsets), -1), offsets)).sum(-1)
     holds = torch.allclose(scores.flatten(), relative)
+    varies = not torch.allclose(relative, relative[0].expand_as(relative))
     n = len(grid)
     return Finding(
-        _verdict(holds), f"<R_m q, R_n k> = <q, R_(n-m) k> on {n} x {n} positions: {_yes(holds)}"
+        _verdict(holds and varies),
+        f"<R_m q, R_n k> = <q, R_(n-m) k> on {n} x {n} positions: {_yes(holds)}; the score "
+        f"changes with n - m: {_yes(varies)}",
     )
 
 
 def _check_matrix_vs_elementwise() -> Finding:
+    from posenc.book.rope_views import elementwise_rope  # the post's formula, written out
+
     dim = 16
     theta = rope_inv_freq(dim)  # [D/2]
     positions = list(range(-5, 6))
     x = torch.randn(dim, generator=_gen(), dtype=torch.float64)
-    same = 0
+    agree = []
     for p in positions:
         source_matrix = block_diagonal(_source_shift_blocks(p * theta))  # [D, D]
-        same += bool(torch.allclose(source_matrix @ x, apply_rope(x[None], [p])[0]))
+        if torch.allclose(source_matrix @ x, elementwise_rope(x[None], [p])[0]):
+            agree.append(p)
     # both versions are relative: the matrix form's score grid is the other's transposed
     q, k = torch.randn(2, dim, generator=_gen(1), dtype=torch.float64)
     mats = torch.stack([block_diagonal(_source_shift_blocks(p * theta)) for p in positions])
     clockwise = (mats @ q) @ (mats @ k).T  # [N, N]
     mirrored = torch.allclose(clockwise, _rope_grid(q, k, positions).T)
     return Finding(
-        _verdict(same == len(positions)),
-        f"matrix form = elementwise form at {same} of {len(positions)} positions (p = 0); "
+        _verdict(len(agree) == len(positions)),
+        f"matrix form = elementwise form at {len(agree)} of {len(positions)} positions "
+        f"(p = {', '.join(map(str, agree))}); "
         f"both relative, mirrored: {_yes(mirrored)}",
     )
 
@@ -490,11 +501,14 @@ def _check_dog_cat() -> Finding:
     score_a = (apply_rope(q[None], [dog_a]) * apply_rope(k[None], [cat_a])).sum()
     score_b = (apply_rope(q[None], [dog_b]) * apply_rope(k[None], [cat_b])).sum()
     same_score = torch.isclose(score_a, score_b).item()
+    one_further = (apply_rope(q[None], [dog_a]) * apply_rope(k[None], [cat_a + 1])).sum()
+    relative = not torch.isclose(score_a, one_further).item()  # position is in the score
     same_token = id_a == id_b
     return Finding(
-        _verdict(same_score and cat_a - dog_a == cat_b - dog_b, caveat=not same_token),
+        _verdict(same_score and relative and cat_a - dog_a == cat_b - dog_b, caveat=not same_token),
         f"offset 3 in both: {_yes(cat_a - dog_a == cat_b - dog_b == 3)}; RoPE score equal for "
-        f"equal vectors: {_yes(same_score)}; 'Dog' the same token in both: {_yes(same_token)}",
+        f"equal vectors: {_yes(same_score)}, different at offset 4: {_yes(relative)}; 'Dog' the "
+        f"same token in both: {_yes(same_token)}",
     )
 
 
@@ -551,11 +565,17 @@ def _check_concept_note_code() -> Finding:
 
 
 def _check_axes_apart() -> Finding:
-    from posenc.book.rope_nd_views import grid_positions, mispaired_rope_2d, offset_check
+    from posenc.book.rope_nd_views import (
+        grid_positions,
+        mispaired_rope_2d,
+        offset_check,
+        pairwise_scores,
+    )
 
     q, k = torch.randn(2, 32, generator=_gen(), dtype=torch.float64)
     cells = grid_positions((6, 6))  # [N, 2]
-    axial = offset_check(q, k, cells).holds(1e-12)
+    scores = pairwise_scores(q, k, cells)  # [N, N]: positions must enter the scores
+    axial = offset_check(q, k, cells).holds(1e-12) and scores.std().item() > 1e-6
     mixed = offset_check(q, k, cells, mispaired_rope_2d).holds(1e-6)
     return Finding(
         _verdict(axial and not mixed),
@@ -610,14 +630,17 @@ def _check_decay() -> Finding:
     q, k = torch.randn(2, 200, 64, generator=gen, dtype=torch.float64)  # [N, D]
     dist = torch.arange(0, 513)
     scores = frequencies.scores_at_distances(q, k, dist)  # [N, M]
-    bound_holds = bool((scores.abs() <= frequencies.decay_bound(q, k, dist)).all())
+    bound = frequencies.decay_bound(q, k, dist)  # [N, M]
+    bound_holds = bool((scores.abs() <= bound).all())
+    bound_decays = (bound.mean(0)[500] < 0.5 * bound.mean(0)[0]).item()
     far_near = (scores[:, -100:].abs().mean() / scores[:, :11].abs().mean()).item()
     aligned = frequencies.scores_at_distances(q, q, dist).mean(0)  # k = q
     aligned_decays = (aligned[500] / aligned[0]).item() < 0.6
     random_flat = 0.8 < far_near < 1.25
     return Finding(
-        _verdict(bound_holds and aligned_decays, caveat=random_flat),
-        f"bound holds: {_yes(bound_holds)}; aligned q = k decays: {_yes(aligned_decays)}; "
+        _verdict(bound_holds and bound_decays and aligned_decays, caveat=random_flat),
+        f"bound holds: {_yes(bound_holds)}, and halves by distance 500: {_yes(bound_decays)}; "
+        f"aligned q = k decays: {_yes(aligned_decays)}; "
         f"random q, k decay: {_yes(not random_flat)}",
     )
 
@@ -636,15 +659,17 @@ def _check_unique_positions() -> Finding:
     from posenc.book import frequencies
 
     theta = rope_inv_freq(64)
-    longest = frequencies.longest_period(64)
+    longest = (2 * math.pi / theta).max().item()
     neighbours = frequencies.encoding_distance([1], theta).item()
     at_claim = frequencies.encoding_distance([62832], theta).item()
     _, closest = frequencies.nearest_return(100_000, theta, min_distance=1000)
-    claim_holds = math.isclose(longest, 2 * math.pi * 10000, rel_tol=1e-3) and at_claim < 0.1
+    # the claim holds if position p + 62,832 comes back to p's encoding: no further from it
+    # than a neighbour is
     return Finding(
-        _verdict(claim_holds),
+        _verdict(at_claim <= neighbours),
         f"D = 64: longest period {longest:.0f}; |E(p + 62832) - E(p)| = {at_claim:.2f} "
-        f"(neighbours {neighbours:.2f}); closest return up to 100000: {closest:.2f}",
+        f"(neighbours {neighbours:.2f}); closest return at offsets 1,000 to 100,000: "
+        f"{closest:.2f}",
     )
 
 
@@ -752,6 +777,7 @@ def _check_generalisation_in_a_model() -> Finding:
     scaled_hold = all(v < 2 * near for name in ("llama3", "YaRN") for v in probe[name][1:])
     return Finding(
         _verdict(scaled_hold, caveat=plain_breaks),
-        f"gap 16,000, plain RoPE: perplexity over 10x: {_yes(plain_breaks)}; llama3 and YaRN "
-        f"within 2x up to 64,000: {_yes(scaled_hold)}",
+        f"against plain RoPE's perplexity at gap 4,000 (inside the trained length): gap 16,000, "
+        f"plain RoPE, over 10x: {_yes(plain_breaks)}; llama3 and YaRN within 2x up to "
+        f"64,000: {_yes(scaled_hold)}",
     )
