@@ -23,7 +23,7 @@ from posenc.encodings import (
     sinusoidal_encoding,
     sinusoidal_frequencies,
 )
-from posenc.rope import apply_rope, rope_inv_freq
+from posenc.rope import apply_rope, rope_inv_freq, rope_matrix
 from posenc.rotation import block_diagonal, rotation_matrix, sinusoidal_shift_matrix
 from posenc.scaling import ntk_aware_inv_freq, position_interpolation_inv_freq
 
@@ -360,12 +360,13 @@ def _check_concept_note_sinusoidal() -> Finding:
 
 
 def _check_shaw_tensors() -> Finding:
-    from posenc.relative import shaw_attention, shaw_relative_indices
+    from posenc.relative import shaw_attention
 
     gen, length, dim, clip = _gen(), 7, 8, 2
     q, k, v = torch.randn(3, length, dim, generator=gen, dtype=torch.float64)  # [T, D] each
     t_k, t_v = torch.randn(2, 2 * clip + 1, dim, generator=gen, dtype=torch.float64)
-    rows = shaw_relative_indices(length, clip)  # [T, T]
+    offsets = torch.arange(length)[None, :] - torch.arange(length)[:, None]  # [T, T]: j - i
+    rows = offsets.clamp(-clip, clip) + clip  # the table row of each pair, as Shaw et al.
     a_k, a_v = t_k[rows], t_v[rows]  # the note's L x L x d tensors, [T, T, D]
     scores = (q[:, None, :] * (k[None, :, :] + a_k)).sum(-1) / dim**0.5  # [T, T]
     z = (scores.softmax(-1)[..., None] * (v[None, :, :] + a_v)).sum(-2)  # [T, D]
@@ -589,7 +590,10 @@ def _check_mrope_text() -> Finding:
 
     x = torch.randn(10, 128, generator=_gen(), dtype=torch.float64)  # [T, D]
     text = torch.arange(10)[:, None].expand(10, 3)  # t = h = w = position
-    same = torch.allclose(mrope(x, text, [16, 24, 24]), apply_rope(x, layout="half"))
+    # the reference: RoPE's dense matrix at each position (built from its entries, not with
+    # the rotation routine M-RoPE shares with apply_rope)
+    dense = torch.stack([rope_matrix(p, 128, layout="half") @ x[p] for p in range(10)])
+    same = torch.allclose(mrope(x, text, [16, 24, 24]), dense)
     return Finding(_verdict(same), f"M-RoPE on text = 1-D RoPE: {_yes(same)}")
 
 

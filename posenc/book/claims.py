@@ -480,7 +480,7 @@ CLAIMS: tuple[Claim, ...] = (
         "M-RoPE is 1-D RoPE on text",
         "For text, where time, height and width are equal, M-RoPE is 1-D RoPE.",
         HOLDS,
-        "Equal to `pe.apply_rope` (half layout) to float64 rounding.",
+        "Equal to 1-D RoPE (half layout, built as its dense matrix) to float64 rounding.",
         11,
         "m-rope-and-rope-mixed",
         cc._check_mrope_text,
