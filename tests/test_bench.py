@@ -135,6 +135,47 @@ def test_format_table_shows_skipped_rows_and_wrong_results():
     assert len(report.format_table({"rows": rows}, implementation="dense").splitlines()) == 2
 
 
+_ROTATE_HALF = bench.fast_rope.rope_rotate_half  # the right one, kept before any patch
+WRONG = {  # (implementation, the function the bench calls for it, a wrong stand-in)
+    "no rotation": ("rotate_half", "rope_rotate_half", lambda x, **kw: x.clone()),
+    "off by 1e-4": (
+        "rotate_half",
+        "rope_rotate_half",
+        lambda x, **kw: _ROTATE_HALF(x, **kw) * (1 + 1e-4),
+    ),
+    "in place, nothing written": ("apply_rope_", "apply_rope_", lambda x, **kw: x),
+}
+
+
+@pytest.mark.parametrize("wrong", list(WRONG))
+def test_a_wrong_implementation_is_flagged(wrong, monkeypatch):
+    """An implementation that gives wrong numbers (none rotated, every one 1e-4 off, which
+    is ten times float32's tolerance, or nothing written in place) still runs and is timed,
+    but its row says ``ok=False`` with its error, and the table marks it WRONG RESULT; the
+    bounds and transformers, which are right, are not marked."""
+    name, attribute, function = WRONG[wrong]
+    monkeypatch.setattr(bench.fast_rope, attribute, function)
+    config = bench.Config(
+        lengths=(16,),
+        dims=(64,),
+        dtypes=("float32",),
+        heads=2,
+        layouts=("half",),
+        implementations=(name,),
+        repeats=1,
+        min_repeats=1,
+        fresh_memory=False,
+        target_rounds=0,
+    )
+    result = bench.run(config)
+    (row,) = bench.rows_where(result, implementation=name)
+    assert row["ok"] is False and row["ms"] is not None
+    assert row["max_error"] > 1e-5
+    assert all(r["ok"] for r in result["rows"] if r is not row)
+    lines = report.format_table(result).splitlines()[1:]
+    assert [line.split()[4] for line in lines if line.endswith("WRONG RESULT")] == [name]
+
+
 def test_table_says_once_what_rows_share():
     rows = [
         _row("clone", 1.0, layout="-", gbps=2.0, alloc_ratio=1.0, traffic_ratio=0.5),

@@ -18,21 +18,23 @@ import posenc as pe
 from posenc import decoder
 from posenc.rope import permute_qk_rows
 
+# a tiny Llama: two layers, two query heads to each key and value head, D = 8
+CONFIG = dict(
+    vocab_size=64,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=128,
+    rope_theta=100.0,
+)
+
 
 @pytest.fixture(scope="module")
 def model():
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        rope_theta=100.0,
-    )
-    return transformers.LlamaForCausalLM(config).double().eval()
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig(**CONFIG)).double().eval()
 
 
 IDS = torch.tensor([3, 14, 15, 9, 26, 5, 35, 8])
@@ -48,6 +50,84 @@ def test_given_positions_equal_transformers_position_ids(model):
     positions = torch.tensor([7, 3, 0, 0, 12, 5, 5, 40])
     reference = model(IDS[None], position_ids=positions[None]).logits
     assert torch.allclose(decoder.forward(model, IDS, positions), reference, atol=1e-6)
+
+
+BATCH = torch.stack([IDS, IDS.flip(0)])
+BATCH_POSITIONS = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7], [7, 3, 0, 0, 12, 5, 5, 40]])
+
+
+@pytest.mark.parametrize("split", [None, 3], ids=["whole", "cache filled in two chunks"])
+def test_a_batch_with_its_own_positions_per_entry_equals_transformers(model, split):
+    """ids ``[B, T]`` with positions ``[B, T]`` (each batch entry its own, as transformers'
+    ``position_ids``), in one pass or through a cache filled in two chunks: transformers'
+    logits for the whole batch."""
+    reference = model(BATCH, position_ids=BATCH_POSITIONS).logits
+    if split is None:
+        ours = decoder.forward(model, BATCH, BATCH_POSITIONS)
+    else:
+        cache = decoder.KVCache()
+        ours = torch.cat(
+            [
+                decoder.forward(model, BATCH[:, :split], BATCH_POSITIONS[:, :split], cache=cache),
+                decoder.forward(model, BATCH[:, split:], BATCH_POSITIONS[:, split:], cache=cache),
+            ],
+            dim=1,
+        )
+        assert torch.equal(cache.positions, BATCH_POSITIONS)
+    assert ours.shape == reference.shape
+    assert torch.allclose(ours, reference, atol=1e-6)
+
+
+@pytest.mark.parametrize("base", [1000.0, 7.0])
+def test_given_frequencies_are_the_ones_used(model, base):
+    """``inv_freq`` given to ``forward`` replaces the config's: the model's weights with
+    ``rope_inv_freq(D, base)`` are transformers' model of the same weights whose config
+    says ``rope_theta=base`` (and not the model with its own base of 100)."""
+    config = transformers.LlamaConfig(**{**CONFIG, "rope_theta": base})
+    assert decoder.config_rope_base(config) == base
+    twin = transformers.LlamaForCausalLM(config).double().eval()
+    twin.load_state_dict(model.state_dict())
+    reference = twin(IDS[None]).logits
+    ours = decoder.forward(model, IDS, inv_freq=pe.rope_inv_freq(8, base))
+    assert torch.allclose(ours, reference, atol=1e-6)
+    assert not torch.allclose(ours, model(IDS[None]).logits, atol=1e-4)
+
+
+def test_observe_sees_q_and_k_before_rotation(model):
+    """``observe`` gets each layer's queries and keys before rotation: transformers' own
+    ``q_proj`` and ``k_proj`` outputs as heads ``[B, H, T, D]`` (caught by hooks while it runs
+    the model), not those outputs rotated."""
+    config = model.config
+    head_dim = config.hidden_size // config.num_attention_heads
+    projected = {}
+
+    def catch(name):
+        def hook(module, inputs, output):
+            projected[name] = output.unflatten(-1, (-1, head_dim)).transpose(1, 2)
+
+        return hook
+
+    seen = []
+    handles = [
+        getattr(layer.self_attn, f"{name}_proj").register_forward_hook(catch((index, name)))
+        for index, layer in enumerate(model.model.layers)
+        for name in ("q", "k")
+    ]
+    try:
+        model(IDS[None])
+    finally:
+        for handle in handles:
+            handle.remove()
+    decoder.forward(model, IDS, observe=lambda layer, q, k, w: seen.append((layer, q, k)))
+    assert [layer for layer, _, _ in seen] == list(range(config.num_hidden_layers))
+    inv_freq = decoder.config_inv_freq(config)
+    for layer, q, k in seen:
+        for name, got in (("q", q), ("k", k)):
+            want = projected[layer, name]
+            assert got.shape == want.shape
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+            rotated = pe.apply_rope(want, inv_freq=inv_freq, layout="half")
+            assert not torch.allclose(got, rotated, atol=1e-2)
 
 
 def test_interleaved_rows_with_the_interleaved_layout_are_the_same_model(model):

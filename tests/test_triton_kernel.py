@@ -125,9 +125,13 @@ def _positions(kind, x):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("maker", list(MAKERS))
 def test_kernel_equals_the_arithmetic_spelled_out(maker, dtype, layout):
+    """Bit for bit the oracle's numbers, for every stride pattern, dtype and layout, at
+    positions ``0 .. T-1``, far and negative, per batch entry, and offset by 7 or by
+    ``2**31 + 3`` (past 32 bits: the kernel must take the offset whole); in place too."""
     torch.manual_seed(0)
     x = MAKERS[maker](dtype)
-    for kind, offset in (("arange", 0), ("far and negative", 0), ("per batch", 7)):
+    kinds = (("arange", 0), ("far and negative", 0), ("per batch", 7), ("arange", 2**31 + 3))
+    for kind, offset in kinds:
         positions = _positions(kind, x)
         got = tr.rope_triton(x, positions, layout=layout, offset=offset)
         want = _oracle(x, positions, offset, layout)
@@ -194,6 +198,9 @@ def test_q_and_k_beyond_one_tile_each(layout, inplace, small_tiles):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_q_and_k_in_one_launch(layout, monkeypatch):
+    """q and k, the model's ``[B, H, T, D]`` views, with positions in each form a model
+    passes: one launch, the oracle's numbers, and each result in its input's strides (the
+    ``[B, T, H, D]`` memory a model's next reshape reads without a copy); in place the same."""
     launches = []
     launch = tr._launch
     monkeypatch.setattr(tr, "_launch", lambda *a: launches.append(1) or launch(*a))
@@ -213,9 +220,30 @@ def test_q_and_k_in_one_launch(layout, monkeypatch):
         assert len(launches) == 1
         assert torch.equal(rq, _oracle(q, as_reference, 3, layout))
         assert torch.equal(rk, _oracle(k, as_reference, 3, layout))
+        assert rq.stride() == q.stride() and rk.stride() == k.stride()
     qc, kc = q.clone(), k.clone()
     assert tr.rope_qk_triton(qc, kc, positions, layout=layout, offset=3, inplace=True) == (qc, kc)
     assert torch.equal(qc, rq) and torch.equal(kc, rk)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_q_and_k_out_of_place_from_views_that_are_not_dense(layout):
+    """Out of place, the results are new dense tensors whose strides differ from the inputs'
+    (each tensor is addressed through its own strides, the outputs too): keys shared by two
+    heads (an expanded view, stride 0), then q and k cut from one fused projection
+    ``[B, T, H + 2 H_kv, D]`` (rows with gaps), each against the oracle, the inputs untouched."""
+    rows = torch.arange(6) + torch.tensor([[0], [40]])  # [B, T]
+    q = _model_view(2, 6, 4, 16, torch.bfloat16)
+    shared = torch.randn(2, 1, 6, 16).to(torch.bfloat16).expand(2, 2, 6, 16)
+    fused = torch.randn(2, 6, 4 + 2 * 2, 16).to(torch.bfloat16)
+    cut_q, cut_k = fused[:, :, :4].transpose(1, 2), fused[:, :, 4:6].transpose(1, 2)
+    for q_in, k_in in ((q, shared), (cut_q, cut_k)):
+        before = [x.clone() for x in (q_in, k_in)]
+        rq, rk = tr.rope_qk_triton(q_in, k_in, rows, layout=layout, offset=3)
+        assert rk.stride() != k_in.stride()  # k's output is addressed apart from k
+        assert torch.equal(rq, _oracle(q_in, rows[:, None], 3, layout))
+        assert torch.equal(rk, _oracle(k_in, rows[:, None], 3, layout))
+        assert all(torch.equal(x, b) for x, b in zip((q_in, k_in), before, strict=True))
 
 
 @pytest.mark.parametrize("grad", [False, True])
@@ -257,20 +285,53 @@ def test_gradients_are_the_inverse_rotation():
 def test_torch_func_transforms_take_the_kernel(inplace):
     """``torch.func.grad`` (functorch) differentiates through the kernel as autograd does:
     the autograd function keeps its context in ``setup_context``, which the transforms need.
-    In place, the wrappers the transforms pass (no storage of their own) are taken too."""
+    In place, the wrappers the transforms pass (no storage of their own) are taken too.
+    Both give the inverse rotation: the gradient of ``sum(rq * w)`` with respect to q is
+    ``w`` turned back (the oracle with ``inverse=True``), and that of ``sum(rk * rk)`` is
+    ``2 k`` (a rotation keeps lengths)."""
     q = torch.randn(2, 3, 4, 8, dtype=torch.float64)
     k = torch.randn(2, 1, 4, 8, dtype=torch.float64)
     weights = torch.arange(8.0, dtype=torch.float64)
+    positions = torch.tensor([2, 3, 5, 7])
 
     def loss(q, k):
         q, k = (q * 1, k * 1) if inplace else (q, k)  # not the leaves themselves
-        rq, rk = tr.rope_qk_triton(q, k, torch.tensor([2, 3, 5, 7]), layout="half", inplace=inplace)
+        rq, rk = tr.rope_qk_triton(q, k, positions, layout="half", inplace=inplace)
         return (rq * weights).sum() + (rk * rk).sum()
 
     got = torch.func.grad(loss, argnums=(0, 1))(q, k)
     leaves = [x.clone().requires_grad_() for x in (q, k)]
     loss(*leaves).backward()
     assert all(torch.equal(g, x.grad) for g, x in zip(got, leaves, strict=True))
+    turned_back = _oracle(weights.expand_as(q), positions, 0, "half", inverse=True)
+    torch.testing.assert_close(leaves[0].grad, turned_back, rtol=1e-14, atol=1e-14)
+    torch.testing.assert_close(leaves[1].grad, 2 * k, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize("both", [False, True], ids=["rope_triton", "rope_qk_triton"])
+def test_the_gradient_is_the_inverse_rotation_in_place_too(both, inplace, layout):
+    """The gradient that reaches q and k is the incoming gradient turned back, the oracle's
+    inverse rotation bit for bit: out of place, and in place on tensors autograd records
+    (``x * 1``, not the leaves), where the rotation is recorded with its backward."""
+    torch.manual_seed(4)
+    q = _model_view(2, 5, 3, 16, torch.float32).requires_grad_()
+    k = _model_view(2, 5, 1, 16, torch.float32).requires_grad_()
+    gq, gk = torch.randn(q.shape), torch.randn(k.shape)
+    rows = torch.tensor([[3], [900]]) + torch.arange(5)  # [B, T]
+    q_in, k_in = (q * 1, k * 1) if inplace else (q, k)
+    if both:
+        rq, rk = tr.rope_qk_triton(q_in, k_in, rows, layout=layout, inplace=inplace, offset=2)
+    else:
+        rq, rk = (
+            tr.rope_triton(x, rows[:, None], layout=layout, inplace=inplace, offset=2)
+            for x in (q_in, k_in)
+        )
+    assert (rq is q_in) is inplace
+    torch.autograd.backward((rq, rk), (gq, gk))
+    assert torch.equal(q.grad, _oracle(gq, rows[:, None], 2, layout, inverse=True))
+    assert torch.equal(k.grad, _oracle(gk, rows[:, None], 2, layout, inverse=True))
 
 
 def test_in_place_on_a_leaf_that_needs_grad_is_refused_as_torch_refuses():
@@ -337,6 +398,33 @@ def test_compiles_whole_with_no_graph_break():
     got = compiled(x, k, rows)
     want = attention_inputs(x, k, rows)
     assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+@pytest.mark.parametrize("both", [False, True], ids=["rope_triton", "rope_qk_triton"])
+def test_compiled_whole_and_differentiated(both):
+    """Under ``torch.compile`` (``fullgraph=True``, the ``aot_eager`` backend, which runs the
+    registered ops as they are) the backward is the registered ops' own: the compiled
+    gradients are the eager ones, and the inverse rotation (the oracle with
+    ``inverse=True``) of the incoming gradients, bit for bit."""
+    torch.manual_seed(5)
+    q = _model_view(2, 5, 3, 16, torch.float32).requires_grad_()
+    k = _model_view(2, 5, 1, 16, torch.float32).requires_grad_()
+    gq, gk = torch.randn(q.shape), torch.randn(k.shape)
+    rows = torch.tensor([[0, 1, 2, 3, 4], [9, 10, 11, 12, 13]])
+
+    def loss(q, k):
+        if both:
+            rq, rk = tr.rope_qk_triton(q, k, rows, offset=7)
+        else:
+            rq, rk = (tr.rope_triton(x, rows[:, None], layout="half", offset=7) for x in (q, k))
+        return (rq * gq).sum() + (rk * gk).sum()
+
+    compiled = torch.compile(loss, fullgraph=True, backend="aot_eager")
+    got = torch.autograd.grad(compiled(q, k), (q, k))
+    want = torch.autograd.grad(loss(q, k), (q, k))
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    for grad, g in zip(got, (gq, gk), strict=True):
+        assert torch.equal(grad, _oracle(g, rows[:, None] + 7, 0, "half", inverse=True))
 
 
 class _Record(TorchDispatchMode):
@@ -476,16 +564,47 @@ def test_refuses_a_device_it_cannot_run_on(monkeypatch):
         tr.rope_triton(torch.randn(2, 4))
 
 
-def test_the_registered_op_computes_the_same_on_a_device_without_the_kernel(monkeypatch):
-    """Where the kernel does not run (here: the CPU without the interpreter), the op computes
-    the kernel's arithmetic with torch, so a compiled or exported graph runs anywhere."""
-    x = torch.randn(2, 3, 5, 16)
+def _registered(name, q, k, *args):
+    """``torch.ops.posenc.<name>`` on q (and k for the ``_qk`` ops): the results, or, for the
+    in-place ops, the copies of q and k they rotated."""
+    op = getattr(torch.ops.posenc, name)
+    tensors = (q, k) if "qk" in name else (q,)
+    if name.endswith("_"):
+        tensors = tuple(t.clone() for t in tensors)
+        op(*tensors, *args)
+        return tensors
+    out = op(*tensors, *args)
+    return out if isinstance(out, tuple) else (out,)
+
+
+_ROWS = torch.tensor([[3], [900]]) + torch.arange(5)  # [B, T]
+
+
+@pytest.mark.parametrize("inverse", [False, True])
+@pytest.mark.parametrize("interleaved", [False, True], ids=["half", "interleaved"])
+@pytest.mark.parametrize(
+    "positions",
+    [None, _ROWS[1], _ROWS, _ROWS[:, None]],
+    ids=["none", "[T]", "[B, T]", "[B, 1, T]"],
+)
+@pytest.mark.parametrize("name", ["rope", "rope_qk", "rope_", "rope_qk_"])
+def test_the_registered_op_computes_the_same_on_a_device_without_the_kernel(
+    name, positions, interleaved, inverse, monkeypatch
+):
+    """Where the kernel does not run (here: the CPU without the interpreter), each of the
+    four ops computes the kernel's arithmetic with torch, so a compiled or exported graph
+    runs anywhere: bit for bit the interpreter's numbers, whatever the positions (each form
+    the ops take), the layout and the direction."""
+    q = _model_view(2, 5, 3, 16, torch.float32)
+    k = _model_view(2, 5, 1, 16, torch.float32)
     inv_freq = rope_inv_freq(16).float()
-    with_kernel = torch.ops.posenc.rope(x, None, 2, inv_freq, True, False)
+    args = (positions, 2, inv_freq, interleaved, inverse)
+    with_kernel = _registered(name, q, k, *args)
     monkeypatch.delenv("TRITON_INTERPRET")
-    without = torch.ops.posenc.rope(x, None, 2, inv_freq, True, False)
-    assert torch.equal(with_kernel, without)
-    assert math.isclose(float(without.norm()), float(x.norm()), rel_tol=1e-5)
+    assert not tr._runs_here(q.device)
+    without = _registered(name, q, k, *args)
+    assert all(torch.equal(a, b) for a, b in zip(with_kernel, without, strict=True))
+    assert math.isclose(float(without[0].norm()), float(q.norm()), rel_tol=1e-5)
 
 
 _COMPILE_FOR_A_GPU = """

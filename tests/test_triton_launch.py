@@ -48,6 +48,48 @@ def test_a_direct_launch_is_the_launch_triton_makes():
     assert found["hooked"] >= 1  # a direct launch with a launch hook set, checked too
 
 
+_OFFSET_PAIRS = """
+import json, sys
+import fake_gpu_launch as f
+
+f.driver.set_active(f.FakeCuda())
+check = f.check_a_direct_launch_is_the_launch_triton_makes.hypothesis.inner_test
+for offsets in json.loads(sys.argv[1]):
+    check(f.MODEL, None, f.ALIGNED, None, tuple(offsets), False)
+print(json.dumps(f.direct))
+"""
+
+
+def test_offsets_of_every_width_get_the_kernel_triton_chooses():
+    """Triton compiles an offset as a 32-bit integer, a 64-bit one, or an unsigned 64-bit
+    one from ``2**63`` on: pairs of calls that differ only in the offset's width (after
+    ``2**40``, one of ``2**63``; after ``2**63``, ``2**40``; after 7, ``2**31``) are
+    launched as Triton launches the second, and two calls of one width (``2**40`` and
+    ``2**41``) share the compiled kernel, the second launched directly. (The hypothesis
+    draws of ``test_a_direct_launch_is_the_launch_triton_makes`` need not pair them.)"""
+    pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend compiles it")
+    import triton
+
+    major, minor = (int(p) for p in triton.__version__.split(".")[:2])
+    first, last = tr._LAUNCHER_VERSIONS
+    if not first <= (major, minor) <= last:
+        pytest.skip(f"Triton {triton.__version__}: posenc keeps Triton's own launch there")
+    pairs = [(2**40, 2**63), (2**63, 2**40), (7, 2**31), (2**40, 2**41)]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    paths = [str(SCRIPT.parent), str(SCRIPT.parent.parent), env.get("PYTHONPATH")]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))  # fake_gpu_launch and posenc
+    done = subprocess.run(
+        [sys.executable, "-c", _OFFSET_PAIRS, json.dumps(pairs)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # the first three pairs are compiled apart; the last is launched directly
+    assert json.loads(done.stdout.splitlines()[-1]) == [False, False, False, True]
+
+
 @pytest.mark.parametrize("version", ["3.3.1", "3.10.0", "4.0.0"])
 def test_other_triton_versions_and_gpus_keep_their_own_launch(version, monkeypatch):
     pytest.importorskip("triton.compiler")

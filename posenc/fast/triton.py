@@ -603,8 +603,9 @@ def rope_triton(
         offset: added to every position (a KV cache's length): ``positions + offset``.
 
     Returns:
-        The rotated vectors: x's shape, dtype, device and strides (a new tensor unless
-        ``inplace``). Differentiable when not in place.
+        The rotated vectors: x's shape, dtype and device, a new tensor unless ``inplace``,
+        laid out as ``torch.empty_like`` lays out x (x's strides where x is dense, else a
+        dense tensor in x's order of dimensions). Differentiable when not in place.
 
     Raises:
         TypeError, ValueError: as :func:`posenc.rope.apply_rope`; ValueError for a dtype
@@ -693,8 +694,10 @@ def rope_qk_triton(
         offset: added to every position (the length of a KV cache).
 
     Returns:
-        ``(q_rotated, k_rotated)``, each with its input's shape, dtype and strides; ``(q, k)``
-        themselves when ``inplace``. Differentiable when not in place.
+        ``(q_rotated, k_rotated)``, each with its input's shape and dtype, laid out as
+        ``torch.empty_like`` lays out its input (the input's strides where it is dense, as a
+        view of a fused projection is not); ``(q, k)`` themselves when ``inplace``.
+        Differentiable when not in place.
 
     Raises:
         TypeError, ValueError: for bad tensors, positions, frequencies (``inv_freq`` that
