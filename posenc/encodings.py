@@ -116,7 +116,8 @@ def sinusoidal_frequencies(dim: int, base: float = 10000.0, *, dtype=torch.float
     """Angular frequencies ``w_i = base**(-2i/dim)`` of the sinusoidal encoding, ``i < dim/2``.
 
     The exponent ``2i/dim`` runs over ``0, 2/dim, ..., (dim-2)/dim``: the first pair turns
-    by one radian per position, the last one by almost ``1/base``.
+    by one radian per position, the last one by ``base**(2/dim) / base``, a little more than
+    ``1/base``.
 
     Args:
         dim: features ``D`` (even).

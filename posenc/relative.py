@@ -68,11 +68,11 @@ def shaw_attention(
     """Self-attention with Shaw et al.'s relative position vectors.
 
     ``e_ij = q_i . (k_j + A^K_(j-i)) / sqrt(D)``, ``alpha = softmax_j(e)``,
-    ``z_i = sum_j alpha_ij (v_j + A^V_(j-i))``, offsets clipped at ``k = (len(a_k) - 1) / 2``.
+    ``z_i = sum_j alpha_ij (v_j + A^V_(j-i))``, offsets clipped at ``c = (len(a_k) - 1) / 2``.
 
     Args:
         q, k, v: ``[..., T, D]``.
-        a_k, a_v: tables ``[2k + 1, D]``; row ``k + d`` is the vector of offset ``d``.
+        a_k, a_v: tables ``[2c + 1, D]``; row ``c + d`` is the vector of offset ``d``.
 
     Returns:
         ``(z [..., T, D], weights [..., T, T])``.
@@ -93,7 +93,7 @@ def shaw_attention(
         check_tensor(name, t, min_dim=2)
         if t.dim() != 2 or t.shape[0] % 2 == 0:
             raise ValueError(
-                f"{name} must be [2k + 1, D] (an odd number of rows), got {tuple(t.shape)}"
+                f"{name} must be [2c + 1, D] (an odd number of rows), got {tuple(t.shape)}"
             )
     check_same_dtype(q=q, k=k, v=v, a_k=a_k, a_v=a_v)
     if not (q.shape[-1] == k.shape[-1] == a_k.shape[-1]) or v.shape[-1] != a_v.shape[-1]:

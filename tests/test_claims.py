@@ -68,16 +68,24 @@ BREAKAGES = {
         "posenc.book.frequencies.encoding_distance",
         lambda offsets, theta: torch.zeros(len(offsets), dtype=torch.float64),
     ),
-    "axes-apart": (  # every cell's q and k left as they are: no position in any score
-        "posenc.book.rope_nd_views.pairwise_scores",
-        lambda q, k, cells, rotate=None: (q @ k).expand(len(cells), len(cells)),
-    ),
+    "axes-apart": ("posenc.book.rope_nd_views.apply_rope_nd", "axial RoPE turns nothing"),
 }
 
 
 @pytest.mark.parametrize("key", BREAKAGES)
 def test_a_check_gives_another_verdict_when_what_it_checks_is_broken(key, monkeypatch):
     target, broken = BREAKAGES[key]
+    if key == "axes-apart":  # the default rotation of pairwise_scores, bound when defined
+        from posenc.book import rope_nd_views as views
+
+        scores = views.pairwise_scores
+
+        def broken(q, k, cells, rotate=views.apply_rope_nd):
+            if rotate is views.apply_rope_nd:  # axial RoPE turns nothing
+                return (q @ k).expand(len(cells), len(cells))
+            return scores(q, k, cells, rotate)
+
+        target = "posenc.book.rope_nd_views.pairwise_scores"
     monkeypatch.setattr(target, broken)
     finding = claims.check_claim(CLAIMS[key])
     assert finding.verdict != CLAIMS[key].verdict, finding.evidence

@@ -170,7 +170,7 @@ def test_a_fresh_environment_gets_the_cpu_build_or_falls_back(tmp_path, cpu_inde
         assert said[-2:] == ["Installed PyTorch 2.13.0+cpu, the CPU build.", "cpu"]
     else:
         assert (
-            f"installing from {cpu} failed (see pip above): installing the default build instead."
+            f"Installing from {cpu} failed (see pip above): installing the default build instead."
             in said
         )
         assert said[-2:] == [

@@ -7,8 +7,8 @@
   ``/proc/driver/nvidia/gpus``), pip's default build, which on Linux is the CUDA one.
 - Without one, the CPU build from PyTorch's own CPU wheel index (as pytorch.org's install page
   documents: ``pip install torch --index-url https://download.pytorch.org/whl/cpu``): a few
-  hundred MB instead of several GB of CUDA libraries. When that index cannot be reached, the
-  default build after all.
+  hundred MB instead of several GB of CUDA libraries. When installing from that index fails
+  (it cannot be reached, or has no build for this Python), the default build after all.
 
 It prints which build it installed and from where. ``POSENC_TORCH`` overrides the requirement
 (default ``torch>=2.1``, the floor ``posenc`` declares).
@@ -108,7 +108,7 @@ def install(
             say(f"Installed PyTorch {version}, {build_of(version)}.")
             return "cpu"
         say(
-            f"installing from {index} failed (see pip above): installing the default build instead."
+            f"Installing from {index} failed (see pip above): installing the default build instead."
         )
         how = "default after the CPU index failed"
     if pip([requirement]) != 0:

@@ -8,13 +8,14 @@ Command line (``--help`` lists every option)::
 This module measures; :mod:`posenc.bench.report` turns a result into tables, the targets'
 verdicts, figures and files, and ``posenc/bench/__main__.py`` is the command line.
 
-RoPE reads ``q`` and ``k`` and writes them back, so no implementation can be faster than
-moving those bytes. Two bounds are measured on the same tensors in the same run:
+RoPE reads ``q`` and ``k`` and writes them back, so moving those bytes is the yardstick of
+every implementation. Two bounds are measured on the same tensors in the same run:
 
 - the **allocation bound**, ``q.clone(), k.clone()``: the copy plus the fresh memory any
   out-of-place result needs;
 - the **traffic bound**, ``q_buf.copy_(q), k_buf.copy_(k)`` into buffers that already exist:
-  the memory traffic alone, the physical limit.
+  the memory traffic alone (an in-place rotation, which writes back where it read, can
+  match it or edge past it).
 
 For every point of a grid (positions ``T``, head size ``D``, dtype, layout) each
 implementation of :mod:`posenc.fast.kernels` rotates the same ``q`` and ``k`` ``[B, H, T, D]``

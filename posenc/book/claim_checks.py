@@ -250,7 +250,8 @@ def _check_cyclical() -> Finding:
     return Finding(
         _verdict(bool(dist.min() < 1e-3)),
         f"D = 64: the closest two positions within 100,000 of each other are {nearest} apart "
-        f"(distance {dist.min().item():.2f}); no two of them share an encoding",
+        f"(distance {dist.min().item():.2f}); two of them share an encoding: "
+        f"{_yes(bool(dist.min() < 1e-3))}",
     )
 
 
@@ -385,7 +386,13 @@ def _check_alibi_slopes() -> Finding:
     slopes = alibi_slopes(8)  # [H]
     expected = 2.0 ** (-8.0 * torch.arange(1, 9, dtype=torch.float64) / 8)
     same = torch.allclose(slopes.double(), expected)
-    return Finding(_verdict(same), f"8 heads: 1/2, 1/4, ..., 1/256: {_yes(same)}")
+    six = alibi_slopes(6).double()  # H not a power of two, as the paper's code makes them
+    geometric = torch.allclose(six[1:] / six[:-1], (six[1] / six[0]).expand(5))
+    return Finding(
+        _verdict(same, caveat=not geometric),
+        f"8 heads: 1/2, 1/4, ..., 1/256: {_yes(same)}; 6 heads (the paper's code): a "
+        f"geometric sequence: {_yes(geometric)}",
+    )
 
 
 def _check_translation_invariance() -> Finding:
@@ -575,13 +582,13 @@ def _check_axes_apart() -> Finding:
 
     q, k = torch.randn(2, 32, generator=_gen(), dtype=torch.float64)
     cells = grid_positions((6, 6))  # [N, 2]
-    scores = pairwise_scores(q, k, cells)  # [N, N]: positions must enter the scores
-    axial = offset_check(q, k, cells).holds(1e-12) and scores.std().item() > 1e-6
+    moves = pairwise_scores(q, k, cells).std().item() > 1e-6  # positions enter the scores
+    axial = offset_check(q, k, cells).holds(1e-12)
     mixed = offset_check(q, k, cells, mispaired_rope_2d).holds(1e-6)
     return Finding(
-        _verdict(axial and not mixed),
-        f"6 x 6 grid, score depends on the offset only: axial {_yes(axial)}, "
-        f"axes mixed in one rotation {_yes(mixed)}",
+        _verdict(axial and moves and not mixed),
+        f"6 x 6 grid, score depends on the offset only: axial {_yes(axial)} (and moves with "
+        f"the cells: {_yes(moves)}), axes mixed in one rotation {_yes(mixed)}",
     )
 
 

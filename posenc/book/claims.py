@@ -338,8 +338,9 @@ CLAIMS: tuple[Claim, ...] = (
         "press2022train",
         "ALiBi's slopes are 2^(-8h/H)",
         "The head slopes form a geometric sequence starting at $2^{-8/H}$.",
-        HOLDS,
-        "For 8 heads: $1/2, 1/4, \\dots, 1/256$.",
+        CAVEAT,
+        "For $H$ a power of two, as for 8 heads: $1/2, 1/4, \\dots, 1/256$. For other head "
+        "counts the paper's code interleaves two such sequences, which is not geometric.",
         7,
         "alibi-a-penalty-that-grows-with-distance",
         cc._check_alibi_slopes,

@@ -1163,7 +1163,7 @@ def relative_schemes(max_distance: int = 16, num_buckets: int = 32) -> dict[str,
     normalisation.
 
     Args:
-        max_distance: Shaw's clipping distance ``k``.
+        max_distance: Shaw's clipping distance ``c``.
         num_buckets: T5's buckets (``max_distance`` 128).
 
     Returns:

@@ -97,16 +97,16 @@ def offset_matrix(positions) -> torch.Tensor:
 
 
 def clipped_offset_indices(positions, max_distance: int) -> torch.Tensor:
-    """Shaw's table row for every (query, key) pair: ``clip(j - i, -k, k) + k``.
+    """Shaw's table row for every (query, key) pair: ``clip(j - i, -c, c) + c``.
 
     For ``positions = 0 .. T-1`` this is :func:`posenc.relative.shaw_relative_indices`.
 
     Args:
         positions: ``T`` integer positions.
-        max_distance: the clipping distance ``k`` (at least 0).
+        max_distance: the clipping distance ``c`` (at least 0).
 
     Returns:
-        int64 ``[T, T]`` in ``0 .. 2k``.
+        int64 ``[T, T]`` in ``0 .. 2c``.
 
     Raises:
         TypeError, ValueError: for bad positions or a bad ``max_distance``.
@@ -128,7 +128,7 @@ def _check_table(name: str, table: object, *, odd_rows: bool = False) -> torch.T
         raise ValueError(f"{name} must be 2-D [rows, H], got shape {tuple(table.shape)}")
     if odd_rows and table.shape[0] % 2 == 0:
         raise ValueError(
-            f"{name} must have an odd number of rows 2k + 1, got {table.shape[0]} rows"
+            f"{name} must have an odd number of rows 2c + 1, got {table.shape[0]} rows"
         )
     return table
 
@@ -136,13 +136,13 @@ def _check_table(name: str, table: object, *, odd_rows: bool = False) -> torch.T
 def clipped_bias(positions, table: torch.Tensor) -> torch.Tensor:
     """A learned scalar per head and clipped offset, added to the scores.
 
-    ``bias[h, i, j] = table[clip(j - i, -k, k) + k, h]`` with ``k = (rows - 1) / 2``: Shaw's
+    ``bias[h, i, j] = table[clip(j - i, -c, c) + c, h]`` with ``c = (rows - 1) / 2``: Shaw's
     clipping with one number per head instead of a vector, the relative bias table of the
     concept note. T5 (:func:`t5_bias_at`) is the same idea with buckets instead of clipping.
 
     Args:
         positions: ``T`` integer positions.
-        table: ``[2k + 1, H]``; row ``k + d`` belongs to offset ``d``.
+        table: ``[2c + 1, H]``; row ``c + d`` belongs to offset ``d``.
 
     Returns:
         ``[H, T, T]`` in ``table``'s dtype and device.
@@ -152,7 +152,7 @@ def clipped_bias(positions, table: torch.Tensor) -> torch.Tensor:
         ValueError: if ``table`` is not 2-D with an odd number of rows.
 
     Example:
-        >>> table = torch.tensor([[-2.0], [0.0], [2.0]])  # k = 1, one head
+        >>> table = torch.tensor([[-2.0], [0.0], [2.0]])  # c = 1, one head
         >>> clipped_bias([0, 1, 2], table)[0]
         tensor([[ 0.,  2.,  2.],
                 [-2.,  0.,  2.],
@@ -292,12 +292,12 @@ def shaw_attention_at(
     """Shaw et al.'s attention at given positions.
 
     ``e_ij = q_i . (k_j + A^K[c_ij]) / sqrt(D)``, ``z_i = sum_j softmax_j(e)_ij (v_j +
-    A^V[c_ij])`` with ``c_ij = clip(p_j - p_i, -k, k) + k``. With the default positions
+    A^V[c_ij])`` with ``c_ij = clip(p_j - p_i, -c, c) + c``. With the default positions
     ``0 .. T-1`` this is :func:`posenc.relative.shaw_attention`.
 
     Args:
         q, k, v: ``[..., T, D]``.
-        a_k, a_v: ``[2k + 1, D]``.
+        a_k, a_v: ``[2c + 1, D]``.
         positions: ``T`` integer positions (default ``0 .. T-1``).
 
     Returns:
@@ -319,7 +319,7 @@ def shaw_attention_at(
         _check_table(name, t, odd_rows=True)
     if a_k.shape != a_v.shape or a_k.shape[-1] != q.shape[-1] or a_v.shape[-1] != v.shape[-1]:
         raise ValueError(
-            f"a_k and a_v must both be [2k + 1, D] with D={q.shape[-1]}, "
+            f"a_k and a_v must both be [2c + 1, D] with D={q.shape[-1]}, "
             f"got {tuple(a_k.shape)} and {tuple(a_v.shape)}"
         )
     t = q.shape[-2]
@@ -616,8 +616,8 @@ class ShiftSetup:
         content: token vectors ``[T, E]`` (no position in them).
         w_q, w_k, w_v: projections ``[E, E]``, split into ``H`` heads of ``D`` features.
         num_heads: ``H``.
-        a_k, a_v: Shaw's tables ``[2k + 1, D]``.
-        clip_table: one scalar per head and clipped offset, ``[2k + 1, H]``.
+        a_k, a_v: Shaw's tables ``[2c + 1, D]``.
+        clip_table: one scalar per head and clipped offset, ``[2c + 1, H]``.
         t5_table: ``[32, H]``.
         slopes: ALiBi's slopes ``[H]``.
         learned: a learned absolute table ``[max_positions, E]`` (random, as at
@@ -657,7 +657,7 @@ def make_shift_setup(
         num_positions: ``T``.
         num_heads: ``H``.
         head_dim: ``D`` (even, for RoPE).
-        max_distance: Shaw's clipping distance ``k``.
+        max_distance: Shaw's clipping distance ``c``.
         max_positions: rows of the learned absolute table.
         seed: seed of everything drawn.
         dtype: a floating dtype.

@@ -125,7 +125,7 @@ def all_schemes(max_distance: int = 16) -> dict[str, properties.Scheme]:
     (:func:`llama32_rope_scheme`).
 
     Args:
-        max_distance: Shaw's clipping distance ``k``.
+        max_distance: Shaw's clipping distance ``c``.
 
     Returns:
         ``{name: Scheme}`` with the names of :data:`SCHEME_INFO`.
