@@ -56,6 +56,7 @@ from collections.abc import Callable
 import torch
 
 from posenc._validate import (
+    broadcast_positions,
     check_bool,
     check_int,
     check_layout,
@@ -744,13 +745,10 @@ def _use_triton(x, positions, inv_freq=None) -> bool:
     if isinstance(inv_freq, torch.Tensor) and inv_freq.requires_grad and torch.is_grad_enabled():
         return False
     if isinstance(positions, torch.Tensor) and positions.dim() > 1:
-        # by hand: torch.broadcast_shapes costs tens of microseconds, a decoding step's budget
-        rows, lead = positions.shape, x.shape[:-1]
-        if len(rows) > len(lead):
+        try:
+            return broadcast_positions(positions.shape, x.shape[:-1]) == x.shape[:-1]
+        except ValueError:  # reported by the path that validates them
             return False
-        for n, m in zip(rows[::-1], lead[::-1], strict=False):
-            if n != 1 and n != m:
-                return False
     return True
 
 
