@@ -651,8 +651,9 @@ def test_compiles_for_a_gpu_as_intended(monkeypatch):
     evaluated once per program, whatever the warps: every build holds the same number of
     float64 multiply-adds (those of one evaluation per thread, with no more threads than
     pairs), where Triton, left to itself, has some tile shapes evaluate them again in every
-    thread that holds a head's copy of the pair (4 to 12 times as many); and the first of
-    q's loads comes before them, so that its data are on the way while they are made. (In a
+    thread that holds a head's copy of the pair (4 to 12 times as many); and the loads of
+    the first tiles of q and of k come before them, so that the data are on the way while
+    they are made. (In a
     process of its own: Triton reads ``TRITON_INTERPRET`` once, when it is imported.)"""
     pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend compiles it")
     monkeypatch.delenv("TRITON_INTERPRET")
@@ -664,8 +665,14 @@ def test_compiles_for_a_gpu_as_intended(monkeypatch):
     assert len({ptx.count("fma.rn.f64") for ptx in found.values()}) == 1, {
         build: ptx.count("fma.rn.f64") for build, ptx in found.items()
     }
-    for build, ptx in found.items():  # q's first loads are issued before the angles are made
-        assert ptx.index("ld.global.v4") < ptx.index("fma.rn.f64"), build
+    for build, ptx in found.items():  # q's and k's first tiles are asked for before the angles
+        before = ptx[: ptx.index("fma.rn.f64")]
+        # loads of the kernel's own data (.nc ones are libdevice's tables for cos and sin):
+        # the first tiles of q and k, the same again in the loops over heads, and the
+        # position and the frequencies, which the angles need
+        ours = ptx.count("ld.global") - ptx.count("ld.global.nc")
+        first = before.count("ld.global") - before.count("ld.global.nc")
+        assert 2 * (first - 2) == ours - 2, (build, first, ours)
     for layout, ptx in found.items():
         assert "fma.rn.f32" not in ptx, layout
         assert "cvt.rn.bf16" in ptx and "cvt.rz" not in ptx, layout  # to nearest, not toward 0

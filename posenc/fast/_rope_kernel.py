@@ -160,9 +160,10 @@ def rope_kernel(
     qo_at = q_out + b * qo_sb + t * qo_st
     k_at = k + b * k_sb + t * k_st
     ko_at = k_out + b * ko_sb + t * ko_st
-    # q's first tile of heads is asked for before the angles are made, so that its loads are
-    # under way meanwhile; k's first tile follows q's stores
+    # the first tiles of q's heads and of k's are asked for before the angles are made, so
+    # that their loads are under way meanwhile (at a decoding step, a program's whole time)
     q1, q2 = load_tile(q_at, 0, n_q, half, q_sh, q_sd, INTERLEAVED, BLOCK_HQ, BLOCK_HALF)
+    k1, k2 = load_tile(k_at, 0, n_k, half, k_sh, k_sd, INTERLEAVED, BLOCK_HK, BLOCK_HALF)
     p = tl.load(pos + b * p_sb + t * p_st).to(tl.int64) + offset if HAS_POS else t + offset
     pairs = tl.arange(0, BLOCK_HALF)
     # the frequencies in whatever dtype they come, rounded to the angle dtype here (as
@@ -181,6 +182,5 @@ def rope_kernel(
     s = as_row(s)
     rotate_heads(q_at, qo_at, q1, q2, c, s, n_q, half, q_sh, q_sd, qo_sh, qo_sd,
                  INTERLEAVED, BLOCK_HQ, BLOCK_HALF, BY_HAND)  # fmt: skip
-    k1, k2 = load_tile(k_at, 0, n_k, half, k_sh, k_sd, INTERLEAVED, BLOCK_HK, BLOCK_HALF)
     rotate_heads(k_at, ko_at, k1, k2, c, s, n_k, half, k_sh, k_sd, ko_sh, ko_sd,
                  INTERLEAVED, BLOCK_HK, BLOCK_HALF, BY_HAND)  # fmt: skip
