@@ -232,53 +232,72 @@ def test_each_case_is_printed_as_it_is_measured():
 
 
 def test_the_stored_gpu_run_bears_out_chapter_13():
-    """What chapter 13 says of the stored H200 run: posenc's bfloat16 error is half a unit in
-    the last place of outputs below 8 (1/64; the reference turns by float64 angles, so float32's
-    rounding of the angles adds a little: 0.1% at T=4k, 3.5% at T=32k here), Liger's and transformers' eager one more
-    than a whole unit (1/32) in the prefill cases; on contiguous tensors posenc keeps at least
-    0.7 of the copy's speed on the large cases, where Liger's is below 0.3; and the speeds,
-    host times and training ratios its prose quotes."""
-    result = peers.stored("h200")
-    assert result["machine"]["device"] == "NVIDIA H200"
+    """What chapter 13 says of the stored H100 run: posenc's bfloat16 error is half a unit in
+    the last place of outputs below 8 (1/64; the reference turns by float64 angles, so
+    float32's rounding of the angles adds a little), Liger's and transformers' eager one more
+    than a whole unit (1/32) in the prefill cases; and the speeds, host times, training
+    ratios and model shares its prose quotes, each to the rounding it is quoted at."""
+    result = peers.stored("h100")
+    assert result["machine"]["device"] == "NVIDIA H100 80GB HBM3"
     rows = [r for r in result["rows"] if "us" in r and r["dtype"] == "bfloat16"]
     for r in rows:
         if r["implementation"].startswith("posenc"):
             assert r["max_error"] <= 1.05 * 2**-6, r
         if r["implementation"] in ("liger in place", "transformers eager") and r["case"] != (
-            "decode: B=64, T=1, D=128"
+            _DECODE
         ):
             assert r["max_error"] > 2**-5, r
-    large = ("B=8, T=4k, D=128", "B=1, T=32k, D=128")
+
+    def ratios(memory, case, names, pass_="forward", dtype="bfloat16"):
+        found = {
+            r["implementation"]: r
+            for r in result["rows"]
+            if "us" in r and (r["memory"], r["case"], r["pass"], r["dtype"]) == (
+                memory, case, pass_, dtype)
+        }  # fmt: skip
+        return [round(found[n]["copy_ratio"], 2) for n in names]
+
+    posenc = ("posenc half in place", "posenc half", "posenc interleaved in place")
+    in_place = ("posenc half in place", "posenc interleaved in place")
+    large, view = ("B=8, T=4k, D=128", "B=1, T=32k, D=128"), "model view"
+    for case in large:  # 0.98 to 0.99; Liger 0.96 and 0.97; compiled 0.96; eager 0.10
+        assert 0.98 <= min(ratios(view, case, posenc)) <= max(ratios(view, case, posenc)) <= 0.99
+        assert ratios(view, case, ("transformers compiled", "transformers eager")) == [0.96, 0.1]
+        assert min(ratios("contiguous", case, posenc)) >= 0.93
+        assert max(ratios("contiguous", case, posenc)) <= 0.96
+        for dtype in ("float16", "float32"):
+            found = ratios(view, case, posenc, dtype=dtype)
+            assert 0.98 <= min(found) <= max(found) <= 0.99, (case, dtype)
+    assert [ratios(view, c, ("liger in place",))[0] for c in large] == [0.96, 0.97]
+    assert [ratios("contiguous", c, ("liger in place",))[0] for c in large] == [0.33, 0.34]
+    # the small cases: Liger 1.54 and 1.16, posenc in place 1.21 to 1.25 and 1.06 to 1.09
+    small = {"B=1, T=4k, D=64": (1.54, 1.21, 1.25), "B=1, T=4k, D=128": (1.16, 1.06, 1.09)}
+    small[_DECODE] = (1.85, 1.39, 1.41)
+    for case, (liger, low, high) in small.items():
+        assert ratios(view, case, ("liger in place",)) == [liger]
+        assert (
+            low == min(ratios(view, case, in_place)) and max(ratios(view, case, in_place)) == high
+        )
+        assert max(ratios(view, case, posenc)) < liger
+    # host time per call: posenc 31 to 54 µs, Liger 69 to 100, compiled 53 to 90, in every case
+    host = {}
     for r in rows:
-        if r["memory"] == "contiguous" and r["pass"] == "forward" and r["case"] in large:
-            if r["implementation"].startswith("posenc"):
-                assert r["copy_ratio"] >= 0.7, r
-            if r["implementation"] == "liger in place":
-                assert r["copy_ratio"] < 0.3, r
-    # the speeds and host times it quotes (bf16, the model's layout)
-    view = {
-        (r["case"], r["pass"], r["implementation"]): r for r in rows if r["memory"] == "model view"
-    }
-    fused = ("posenc half in place", "posenc half", "posenc interleaved in place")
-    fused += ("liger in place", "transformers compiled")
-    small = ("B=1, T=4k, D=64", "B=1, T=4k, D=128", "decode: B=64, T=1, D=128")
-    for case in large:
-        ratios = [view[case, "forward", name]["copy_ratio"] for name in fused]
-        assert min(ratios) >= 0.735 and max(ratios) < 0.915, ratios
-        assert round(view[case, "forward", "transformers eager"]["copy_ratio"], 2) == 0.07
-    for name in fused:  # the host as slow as the GPU at B=8, more than half as slow at 32k
-        at_8 = view["B=8, T=4k, D=128", "forward", name]
-        assert at_8["host_us"] >= 0.7 * at_8["us"], name
-        at_32k = view["B=1, T=32k, D=128", "forward", name]
-        assert at_32k["host_us"] > 0.5 * view["B=1, T=32k, D=128", "forward", "copy_"]["us"]
-    for case in small:
-        for name in (*fused, "transformers eager"):
-            assert 0.075 <= view[case, "forward", name]["copy_ratio"] < 0.155, (case, name)
-            if name.startswith("posenc"):
-                assert 147.5 <= view[case, "forward", name]["host_us"] < 195.5, (case, name)
-    training = {n: view["B=8, T=4k, D=128", "forward+backward", n]["copy_ratio"] for n in (
-        "posenc half", "transformers eager", "transformers compiled")}  # fmt: skip
-    assert [round(v, 2) for v in training.values()] == [0.12, 0.03, 0.08]
+        if r["memory"] == view and r["pass"] == "forward":
+            host.setdefault(r["implementation"].split()[0], []).append(round(r["host_us"]))
+    assert (min(host["posenc"]), max(host["posenc"])) == (31, 54)
+    assert (min(host["liger"]), max(host["liger"])) == (69, 100)
+    compiled = [round(r["host_us"]) for r in rows if r["memory"] == view and r["pass"] == (
+        "forward") and r["implementation"] == "transformers compiled"]  # fmt: skip
+    assert (min(compiled), max(compiled)) == (53, 90)
+    decode = {r["implementation"]: r for r in rows if (r["memory"], r["case"], r["pass"]) == (
+        view, _DECODE, "forward")}  # fmt: skip
+    assert round(decode["posenc half in place"]["us"], 1) == 3.3  # "the GPU's 3.3 µs"
+    assert min(decode[n]["host_us"] for n in posenc) > 10 * decode["posenc half in place"]["us"]
+    training = ("posenc half", "liger in place", "transformers compiled", "transformers eager")
+    assert ratios(view, _B8, training, pass_="forward+backward") == [0.49, 0.48, 0.16, 0.04]
+    shares = {s["step"]: (s["share_transformers"], s["share_posenc"]) for s in result["model"]}
+    assert [(round(t, 3), round(p, 3)) for t, p in shares.values()] == [
+        (0.084, 0.008), (0.071, -0.007), (0.019, 0.016)]  # fmt: skip
     table = peers.table(result, value="max_error")
     assert len(table.rows) == 5 and table.rows[2][0] == "B=8, T=4k, D=128"
     named = [name for name, span in table.groups[1:] for _ in range(span)]  # each library once
@@ -288,6 +307,20 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
         peers.table(result, value="speed")
     with pytest.raises(ValueError, match="name must be one of"):
         peers.stored("a100")
+
+
+def test_the_share_table_shows_each_step_of_the_model():
+    """``share_table``: a row per model step, the three times and the two shares (a share
+    below zero, the noise between two timings, shown as measured), and a clear error for a
+    result without a model measurement."""
+    result = peers.stored()
+    table = peers.share_table(result)
+    assert [row[0] for row in table.rows] == [s["step"] for s in result["model"]]
+    assert table.rows[1][-1] == "-0.7%" and table.rows[0][-2:] == ["8.4%", "0.8%"]
+    assert table.groups == [("", 1), ("time (ms)", 3), ("RoPE's share", 2)]
+    for bad in ({"machine": {}, "rows": []}, {"machine": {}, "model": []}, [], {"model": [{}]}):
+        with pytest.raises(ValueError, match="model measurement"):
+            peers.share_table(bad)
 
 
 def _result(us: dict, *, host_us=5.0, ahead=True, model=()):
@@ -383,10 +416,19 @@ def test_a_cpu_run_of_small_cases_has_no_target_to_check(result):
         peers.targets(result["rows"])
 
 
-def test_the_stored_gpu_run_misses_the_host_target_by_ten_times():
-    """The stored run predates the direct launch: chapter 13 says its host work per call was
-    150 to 195 µs, ten times the 15 µs target, and its in-place speed below 0.97 of copy_."""
-    got = _verdicts(peers.stored("h200"))
+def test_the_stored_gpu_run_against_the_targets():
+    """The stored H100 run passes 16 of its 20 checks. It misses Liger's bar in the two cases
+    where Liger's kernel is faster (B=1, T=4k, D=64, in L2, and the decoding step), and the
+    host's time per call at decoding (15 µs) by three times or more, in place and out of
+    place."""
+    got = _verdicts(peers.stored("h100"))
+    missed = {key for key, c in got.items() if c["met"] is not True}
+    assert missed == {
+        ("in place / Liger's bar", "B=1, T=4k, D=64"),
+        ("in place / Liger's bar", _DECODE),
+        ("host µs per call, in place", _DECODE),
+        ("host µs per call, out of place", _DECODE),
+    }
     for name in ("host µs per call, in place", "host µs per call, out of place"):
-        assert got[name, _DECODE]["met"] is False and got[name, _DECODE]["value"] > 150
-    assert got["in place / copy_", _B8]["met"] is False
+        assert 45 < got[name, _DECODE]["value"] < 60
+    assert len(got) == 20

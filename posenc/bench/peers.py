@@ -720,6 +720,52 @@ def table(
     return Table(columns, body, caption=caption, groups=groups)
 
 
+def share_table(result: dict):
+    """RoPE's share of the model's forward pass, from the ``"model"`` entry of a result.
+
+    Args:
+        result: what :func:`run` and :func:`model_share` wrote (or :func:`stored`).
+
+    Returns:
+        A :class:`posenc.table.Table`: a row per step, with the forward pass's time (ms)
+        with no RoPE, with transformers' and with posenc's, and RoPE's share of the time
+        for each, ``(with - without) / with`` (a small share can come out below zero: the
+        times of two passes differ by a little noise).
+
+    Raises:
+        ValueError: when ``result`` holds no model measurement.
+
+    Example:
+        >>> step = dict(step="prefill B=1, T=8", ms_none=9.0, ms_transformers=10.0,
+        ...             ms_posenc=9.1, share_transformers=0.1, share_posenc=0.011)
+        >>> share_table({"machine": {"device": "cpu"}, "model": [step]}).rows
+        [['prefill B=1, T=8', '9.00', '10.00', '9.10', '10.0%', '1.1%']]
+    """
+    from posenc.table import Table
+
+    steps = result.get("model") if isinstance(result, dict) else None
+    if not isinstance(steps, list) or not steps or not all("ms_none" in s for s in steps):
+        raise ValueError("result must hold a model measurement under 'model' (model_share's rows)")
+    body = [
+        [
+            s["step"],
+            f"{s['ms_none']:.2f}",
+            f"{s['ms_transformers']:.2f}",
+            f"{s['ms_posenc']:.2f}",
+            f"{s['share_transformers']:.1%}",
+            f"{s['share_posenc']:.1%}",
+        ]
+        for s in steps
+    ]
+    caption = (
+        "A two-layer model shaped like Llama 3 8B, forward pass: time with no RoPE, "
+        f"with transformers' and with posenc's, and RoPE's share, on {result['machine']['device']}."
+    )
+    columns = ["step", "none", "transformers", "posenc", "transformers", "posenc"]
+    groups = [("", 1), ("time (ms)", 3), ("RoPE's share", 2)]
+    return Table(columns, body, caption=caption, groups=groups)
+
+
 _LARGE = ("B=8, T=4k, D=128", "B=1, T=32k, D=128")
 _DECODE = "decode: B=64, T=1, D=128"
 _LIGER = "liger in place"
@@ -864,13 +910,13 @@ def format_targets(checks: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def stored(name: str = "h200") -> dict:
+def stored(name: str = "h100") -> dict:
     """A result of :func:`run` (and :func:`model_share`, under ``"model"``) stored with
     posenc, as ``python -m posenc.bench --peers --device cuda`` wrote it.
 
     Args:
-        name: ``"h200"``: one run on an NVIDIA H200 (torch 2.11, Triton 3.6, transformers
-            5.17, Liger-Kernel 0.8.5; flash-attn was not installed).
+        name: ``"h100"``: one run on an NVIDIA H100 80GB HBM3 (torch 2.11, Triton 3.6,
+            transformers 5.17, Liger-Kernel 0.8.5; flash-attn was not installed).
 
     Returns:
         The result: ``{"machine": dict, "rows": [dict, ...], "model": [dict, ...]}``.
@@ -880,12 +926,12 @@ def stored(name: str = "h200") -> dict:
 
     Example:
         >>> stored()["machine"]["device"]
-        'NVIDIA H200'
+        'NVIDIA H100 80GB HBM3'
     """
     import importlib.resources
     import json
 
-    names = ("h200",)
+    names = ("h100",)
     if name not in names:
         raise ValueError(f"name must be one of {names}, got {name!r}")
     path = importlib.resources.files("posenc.bench") / "results" / f"rope_peers_{name}.json"
