@@ -268,16 +268,19 @@ def check_same_device(**tensors: object) -> torch.device | None:
     return first
 
 
-def check_copyable(name: str, t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """Return ``t`` if it can be copied to ``device`` (where the computation runs): a tensor on
-    the meta device holds no values to copy anywhere else.
+def check_copyable(
+    name: str, t: torch.Tensor, device: torch.device, owner: str = "x"
+) -> torch.Tensor:
+    """Return ``t`` if it can be copied to ``device`` (where the computation runs, the device
+    of the argument named ``owner``): a tensor on the meta device holds no values to copy
+    anywhere else.
 
     Raises:
         ValueError: naming ``t`` and both devices.
     """
     if t.device.type == "meta" and device.type != "meta":
         raise ValueError(
-            f"{name} is on the meta device, which holds no values to copy to x's device "
+            f"{name} is on the meta device, which holds no values to copy to {owner}'s device "
             f"{device}: put {name} on {device} or on the CPU"
         )
     return t
@@ -300,13 +303,18 @@ def check_same_dtype(**tensors: torch.Tensor) -> torch.dtype:
     return first.dtype
 
 
-def same_device(func: Callable) -> Callable:
+def same_device(func: Callable | None = None, *, copied: tuple[str, ...] = ()) -> Callable:
     """Decorate a public function whose tensor arguments must share one device.
 
     The check runs once, at the public edge, before the function sees its arguments, and
     its ``ValueError`` names both arguments and both devices (instead of torch's internal
-    error from deep inside the computation).
+    error from deep inside the computation). ``@same_device(copied=("positions",))`` leaves
+    out arguments that hold a few values rather than data (positions, frequencies): the
+    function copies them to the data's device, as :func:`posenc.rope.apply_rope` does, so
+    they may come from the CPU; only the meta device, which holds no values, is refused.
     """
+    if func is None:
+        return functools.partial(same_device, copied=copied)
     signature = inspect.signature(func)
 
     @functools.wraps(func)
@@ -315,7 +323,13 @@ def same_device(func: Callable) -> Callable:
             bound = signature.bind(*args, **kwargs)
         except TypeError:
             return func(*args, **kwargs)  # let the call itself report a wrong signature
-        check_same_device(**bound.arguments)
+        shared = {n: v for n, v in bound.arguments.items() if n not in copied}
+        device = check_same_device(**shared)
+        owner = next((n for n, v in shared.items() if _device_of(v) is not None), None)
+        for name in copied:
+            value = bound.arguments.get(name)
+            if device is not None and isinstance(value, torch.Tensor):
+                check_copyable(name, value, device, owner)
         return func(*args, **kwargs)
 
     return checked

@@ -388,7 +388,7 @@ def _check_coords(positions: object, n: int | None = None) -> torch.Tensor:
     return positions.to(torch.int64)
 
 
-@same_device
+@same_device(copied=("positions",))
 def apply_rope_nd(
     x: torch.Tensor, positions: torch.Tensor, *, base: float = 10000.0, layout: str = "interleaved"
 ) -> torch.Tensor:
@@ -402,7 +402,7 @@ def apply_rope_nd(
     Args:
         x: head vectors ``[..., T, D]``.
         positions: integer coordinates ``[T, n]`` (or ``[..., T, n]`` broadcasting with
-            ``x.shape[:-1]``).
+            ``x.shape[:-1]``), on x's device or the CPU (copied, as :func:`apply_rope` does).
         base: frequency base.
         layout: pairing inside each chunk, ``"interleaved"`` or ``"half"``.
 

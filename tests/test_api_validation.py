@@ -1095,6 +1095,13 @@ def mixing(qualname: str, param: str, reason: str) -> None:
     MIXING[(qualname, param)] = reason
 
 
+# Positions and frequencies are a few values, copied to x's device as apply_rope copies them:
+# x on another device than CPU positions is a call these functions take.
+for _name in ("rope.apply_rope_nd", "rope_nd_views.mixed_rope_2d", "rope_nd_views.mrope"):
+    mixing(_name, "x", "positions (and frequencies) are copied to x's device")
+mixing("rope_nd_views.mispaired_rope_2d", "x", "positions are copied to x's device")
+
+
 # String parameters that take one of a few options (beyond those with a default).
 OPTIONS: dict[str, set[str]] = {
     "relative_views.attention_at": {"scheme"},

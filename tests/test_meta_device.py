@@ -9,11 +9,14 @@ shape the contract promises.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
 import posenc as pe
 from posenc import attention, fast, relative, rope, rotation
+from posenc.book import llama_rope, relative_views, rope_nd_views
 
 META = torch.device("meta")
 
@@ -59,6 +62,55 @@ CASES = {
         lambda: relative.shaw_attention(_x(4, 8), _x(4, 8), _x(4, 8), _x(3, 8), _x(3, 8))[0],
         (4, 8),
     ),
+    # positions and frequencies made on the CPU, as the chapters make them, with x elsewhere
+    # (on an H100 each of these stopped chapters 7, 10, 11 or 16 at a device check)
+    "rope.apply_rope_nd, CPU positions": (
+        lambda: rope.apply_rope_nd(_x(6, 8), torch.zeros(6, 2, dtype=torch.long)),
+        (6, 8),
+    ),
+    "rope_nd_views.mixed_rope_2d, CPU positions and frequencies": (
+        lambda: rope_nd_views.mixed_rope_2d(
+            _x(9, 8), rope_nd_views.grid_positions((3, 3)), pe.rope_inv_freq(8), pe.rope_inv_freq(8)
+        ),
+        (9, 8),
+    ),
+    "rope_nd_views.offset_check's scores, CPU frequencies": (
+        lambda: rope_nd_views.pairwise_scores(
+            _x(8),
+            _x(8),
+            rope_nd_views.grid_positions((3, 3)).to(META),
+            functools.partial(
+                rope_nd_views.mixed_rope_2d, freq_x=pe.rope_inv_freq(8), freq_y=pe.rope_inv_freq(8)
+            ),
+        ),
+        (9, 9),
+    ),
+    "rope_nd_views.pairwise_scores, CPU positions": (
+        lambda: rope_nd_views.pairwise_scores(_x(8), _x(8), torch.tensor([[0, 0], [1, 0], [0, 1]])),
+        (3, 3),
+    ),
+    "rope_nd_views.mrope, CPU positions": (
+        lambda: rope_nd_views.mrope(_x(5, 8), torch.zeros(5, 2, dtype=torch.long), [2, 2]),
+        (5, 8),
+    ),
+    "rope_nd_views.mispaired_rope_2d, CPU positions": (
+        lambda: rope_nd_views.mispaired_rope_2d(_x(9, 8), rope_nd_views.grid_positions((3, 3))),
+        (9, 8),
+    ),
+    "relative_views.shaw_attention_at, CPU positions": (
+        lambda: relative_views.shaw_attention_at(
+            _x(4, 8), _x(4, 8), _x(4, 8), _x(3, 8), _x(3, 8), torch.arange(10, 14)
+        )[0],
+        (4, 8),
+    ),
+    "relative_views.attention_at, Shaw, positions as a list": (
+        lambda: relative_views.attention_at(
+            relative_views.make_shift_setup(8, num_heads=2, head_dim=4, seed=0, device=META),
+            "Shaw",
+            list(range(3, 11)),
+        )[1],
+        (2, 8, 8),
+    ),
 }
 
 
@@ -96,3 +148,43 @@ def test_values_on_meta_are_not_copied_to_x(apply, argument):
     (name,) = argument
     with pytest.raises(ValueError, match=f"{name} is on the meta device, which holds no values"):
         apply(torch.randn(2, 3, 8), **argument)
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (
+            lambda m: rope.apply_rope_nd(torch.randn(6, 8), m(torch.zeros(6, 2, dtype=torch.long))),
+            "positions",
+        ),
+        (
+            lambda m: rope_nd_views.mixed_rope_2d(
+                torch.randn(9, 8),
+                rope_nd_views.grid_positions((3, 3)),
+                m(torch.ones(4)),
+                torch.ones(4),
+            ),
+            "freq_x",
+        ),
+        (
+            lambda m: relative_views.shaw_attention_at(
+                *torch.randn(3, 4, 8), *torch.randn(2, 3, 8), m(torch.arange(4))
+            ),
+            "positions",
+        ),
+        (
+            lambda m: llama_rope.transformers_rope(
+                torch.randn(1, 4, 3, 64), torch.randn(1, 2, 3, 64), m(torch.arange(3))
+            ),
+            "positions",
+        ),
+    ],
+    ids=["apply_rope_nd", "mixed_rope_2d", "shaw_attention_at", "transformers_rope"],
+)
+def test_book_values_on_meta_are_not_copied(call, name):
+    """The book's functions copy positions and frequencies to the data's device as
+    ``apply_rope`` does, and refuse them on the meta device, which has none to copy; the
+    same call with them on the CPU runs."""
+    call(lambda t: t)
+    with pytest.raises(ValueError, match=f"{name} is on the meta device, which holds no values"):
+        call(lambda t: t.to(META))

@@ -932,7 +932,7 @@ def transformers_inv_freq(config=None) -> torch.Tensor:
     return _rotary_embedding(config, "cpu").inv_freq.detach().clone()
 
 
-@same_device
+@same_device(copied=("positions",))
 def transformers_rope(
     q: torch.Tensor, k: torch.Tensor, positions=None, config=None
 ) -> TransformersRope:
@@ -945,7 +945,7 @@ def transformers_rope(
         q: queries ``[B, H, T, D]``, floating.
         k: keys ``[B, H_kv, T, D]`` (same ``B``, ``T``, ``D`` and dtype).
         positions: integer positions ``[T]`` (default ``0 .. T-1``), the same for every
-            batch entry.
+            batch entry, on q's device or the CPU.
         config: a ``LlamaConfig`` with head dimension ``D``; default :func:`llama32_config`.
 
     Returns:

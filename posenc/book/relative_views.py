@@ -280,7 +280,7 @@ def biased_attention(
     return weights @ v, weights
 
 
-@same_device
+@same_device(copied=("positions",))
 def shaw_attention_at(
     q: torch.Tensor,
     k: torch.Tensor,

@@ -103,7 +103,7 @@ def grid_positions(shape: Sequence[int]) -> torch.Tensor:
     return torch.cartesian_prod(*axes).reshape(-1, len(shape))  # [N, n]
 
 
-@same_device
+@same_device(copied=("positions",))
 def pairwise_scores(
     q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rotate: Rotate = apply_rope_nd
 ) -> torch.Tensor:
@@ -173,7 +173,7 @@ class OffsetCheck:
         return self.relative_spread <= check_real("tol", tol, minimum=0.0)
 
 
-@same_device
+@same_device(copied=("positions",))
 def offset_check(
     q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rotate: Rotate = apply_rope_nd
 ) -> OffsetCheck:
@@ -203,6 +203,7 @@ def offset_check(
     positions = positions.to(torch.int64)
     offsets = (positions[None, :, :] - positions[:, None, :]).reshape(-1, positions.shape[1])
     _, group = torch.unique(offsets, dim=0, return_inverse=True)  # [N*N]
+    group = group.to(scores.device)  # the positions may be the CPU's
     count = int(group.max()) + 1
     hi = torch.full((count,), -math.inf, dtype=scores.dtype, device=scores.device).scatter_reduce(
         0, group, scores, "amax"
@@ -215,7 +216,7 @@ def offset_check(
     return OffsetCheck(scores.numel(), count, spread, spread / scale if scale > 0 else 0.0)
 
 
-@same_device
+@same_device(copied=("positions",))
 def mispaired_rope_2d(
     x: torch.Tensor, positions: torch.Tensor, *, base: float = 10000.0
 ) -> torch.Tensor:
@@ -265,7 +266,7 @@ def mispaired_rope_2d(
     return torch.cat([xs, ys], dim=-1).to(x.dtype)
 
 
-@same_device
+@same_device(copied=("positions", "freq_x", "freq_y"))
 def mixed_rope_2d(
     x: torch.Tensor,
     positions: torch.Tensor,
@@ -331,7 +332,7 @@ def _check_sections(sections: object, dim: int) -> list[int]:
     return list(sections)
 
 
-@same_device
+@same_device(copied=("positions",))
 def mrope(
     x: torch.Tensor,
     positions: torch.Tensor,
