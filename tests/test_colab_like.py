@@ -179,6 +179,22 @@ def _chapter_results(junit: Path) -> dict[str, dict[str, float]]:
     return results
 
 
+def _unstarted(junit: Path) -> set[str]:
+    """Chapters in which no cell ran because the kernel never answered: every cell an error
+    from jupyter_client's wait for the kernel, none passed."""
+    cases: dict[str, list[str]] = defaultdict(list)
+    for case in ET.parse(junit).iter("testcase"):
+        chapter = case.get("file") or case.get("classname", "")
+        chapter = Path(chapter.replace("notebooks.", "notebooks/")).name
+        errors = [c.get("message", "") for c in case if c.tag in ("failure", "error")]
+        cases[chapter].append(errors[0] if errors else "")
+    return {
+        name
+        for name, messages in cases.items()
+        if all("Kernel didn't respond" in m for m in messages)
+    }
+
+
 def _files_holding(root: Path, needles: list[bytes], *, skip: Path) -> list[Path]:
     """Files under ``root`` (not following links, not under ``skip``) holding a needle."""
     longest = max(map(len, needles))
@@ -385,37 +401,51 @@ def test_every_chapter_passes_in_a_colab_like_environment(tmp_path, monkeypatch)
     assert wheel.name.startswith(f"posenc-{posenc_version}-")
 
     t = time.monotonic()
+
+    def nbval(paths, junit, workers):
+        return _run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "--nbval",
+                "--nbval-kernel-name",
+                KERNEL,
+                "--nbval-sanitize-with",
+                "tools/nbval_sanitize.cfg",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "tests.test_colab_like",
+                "-n",
+                str(workers),
+                "--dist",
+                "loadfile",
+                "-q",
+                "--junitxml",
+                str(junit),
+                *[str(p.relative_to(checkout)) for p in paths],
+            ],
+            log=log,
+            cwd=checkout,
+            timeout=RUN_TIMEOUT_S,
+        )
+
     junit = tmp_path / "junit.xml"
-    run = _run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--nbval",
-            "--nbval-kernel-name",
-            KERNEL,
-            "--nbval-sanitize-with",
-            "tools/nbval_sanitize.cfg",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "tests.test_colab_like",
-            "-n",
-            "2",
-            "--dist",
-            "loadfile",
-            "-q",
-            "--junitxml",
-            str(junit),
-            *[str(p.relative_to(checkout)) for p in chapters],
-        ],
-        log=log,
-        cwd=checkout,
-        timeout=RUN_TIMEOUT_S,
-    )
+    run = nbval(chapters, junit, 2)
+    results = _chapter_results(junit) if junit.exists() else {}
+    # A chapter whose kernel never answered ran none of its cells (two kernels starting at
+    # once can collide on jupyter_client's TCP ports): it runs again, alone, once. A chapter
+    # that failed in any other way fails the test.
+    failed = {name for name, r in results.items() if r["failed"]}
+    unstarted = _unstarted(junit) if junit.exists() else set()
+    if run.returncode != 0 and failed and failed <= unstarted:
+        print("run again, their kernel having never answered:", sorted(failed))
+        again = tmp_path / "junit-again.xml"
+        run = nbval([p for p in chapters if p.name in failed], again, 0)
+        results.update(_chapter_results(again) if again.exists() else {})
     timings["chapters"] = time.monotonic() - t
 
-    results = _chapter_results(junit) if junit.exists() else {}
     for chapter in [p.name for p in chapters]:
         r = results.get(chapter, {})
         print(
