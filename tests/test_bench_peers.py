@@ -189,6 +189,24 @@ def test_files_are_written(result, tmp_path):
         peers.figure(result, dtype="float16")
 
 
+def test_the_figure_shows_only_what_ran(result):
+    """A peer that could not run here (Liger and flash-attn need CUDA) gets no bars and no
+    legend entry; the ones that ran get one bar per case, centred on the case."""
+    import matplotlib.pyplot as plt
+
+    fig = peers.figure(result)
+    ran = {r["implementation"] for r in result["rows"] if "copy_ratio" in r}
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == [name for name in peers._FIGURE_SERIES if name in ran]
+    assert "liger in place" not in legend and "posenc half" in legend
+    bars = fig.axes[0].patches
+    cases = len(fig.axes[0].get_xticks())
+    assert len(bars) == len(legend) * cases
+    first = [b.get_x() + b.get_width() / 2 for b in bars[::cases]]  # each series at case 0
+    assert first[0] == pytest.approx(-first[-1])  # centred on the tick
+    plt.close(fig)
+
+
 def test_the_grid_is_written_before_the_model_is_measured(result, tmp_path, monkeypatch):
     """A failure in the model's measurement (out of memory, say) costs that measurement only:
     the bfloat16 grid (what the targets read) is on disk before the model is measured, the file

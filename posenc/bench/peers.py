@@ -968,20 +968,20 @@ def figure(result: dict, *, dtype: str = "bfloat16", memory: str = "model view")
     if not rows:
         raise ValueError(f"result has no forward rows for dtype={dtype!r}, memory={memory!r}")
     cases = list(dict.fromkeys(r["case"] for r in rows))
+    ratio = {(r["case"], r["implementation"]): r["copy_ratio"] for r in rows if "copy_ratio" in r}
+    # only what ran: a peer that is not installed gets neither bars nor a legend entry
+    shown = [name for name in _FIGURE_SERIES if any((c, name) in ratio for c in cases)]
     fig, ax = plots.figure(height=3.4)
-    width = 0.8 / len(_FIGURE_SERIES)
-    for i, name in enumerate(_FIGURE_SERIES):
-        ratios = [
-            next((r["copy_ratio"] for r in rows if r["case"] == c and r["implementation"] == name
-                  and "copy_ratio" in r), 0.0)
-            for c in cases
-        ]  # fmt: skip
-        ax.bar([j + (i - 2.5) * width for j in range(len(cases))], ratios, width, label=name)
+    width = 0.8 / max(len(shown), 1)
+    for i, name in enumerate(shown):
+        at = [j + (i - (len(shown) - 1) / 2) * width for j in range(len(cases))]
+        ax.bar(at, [ratio.get((c, name), 0.0) for c in cases], width, label=name)
     ax.axhline(1.0, color="0.3", lw=0.8, ls="--")
     ax.set_xticks(range(len(cases)), [c.replace(", D", "\nD") for c in cases])
     ax.set_ylabel("time of copy_ / time")
     ax.set_title(f"{result['machine']['device']}, {dtype}, {memory}")
-    ax.legend(fontsize=8, ncols=2)
+    if shown:
+        ax.legend(fontsize=9, ncols=2)
     return fig
 
 
