@@ -14,6 +14,11 @@ Shape vocabulary, used in every docstring and reshape comment:
 A head vector lives in ``x[..., T, D]``: positions on the second-to-last axis, features
 last.
 
+Devices: the data a function computes with (``x``, ``q``, ``k``, weights) must share one
+device, and a function says so, naming both, when they do not. Positions, distances and
+frequencies are a few values: they may also come from the CPU, and are copied to the
+data's device (from the meta device, which holds no values, they are refused).
+
 The package has three layers (``posenc/README.md`` draws them):
 
 - **the core**, the modules of this folder, one idea each and needing torch alone:

@@ -281,7 +281,8 @@ def check_copyable(
     if t.device.type == "meta" and device.type != "meta":
         raise ValueError(
             f"{name} is on the meta device, which holds no values to copy to {owner}'s device "
-            f"{device}: put {name} on {device} or on the CPU"
+            f"{device}: put {name} on "
+            + ("the CPU" if device.type == "cpu" else f"{device} or on the CPU")
         )
     return t
 
@@ -308,14 +309,33 @@ def same_device(func: Callable | None = None, *, copied: tuple[str, ...] = ()) -
 
     The check runs once, at the public edge, before the function sees its arguments, and
     its ``ValueError`` names both arguments and both devices (instead of torch's internal
-    error from deep inside the computation). ``@same_device(copied=("positions",))`` leaves
-    out arguments that hold a few values rather than data (positions, frequencies): the
-    function copies them to the data's device, as :func:`posenc.rope.apply_rope` does, so
-    they may come from the CPU; only the meta device, which holds no values, is refused.
+    error from deep inside the computation). Arguments named in ``copied`` hold a few values
+    rather than data (positions, frequencies) and the function copies them to the data's
+    device, as :func:`posenc.rope.apply_rope` does: they are left out of the check and may
+    come from the CPU; one on the meta device, which holds no values to copy, is refused
+    when the data are elsewhere.
+
+    Args:
+        func: the function (``@same_device``); None when called with ``copied``
+            (``@same_device(copied=("positions",))``).
+        copied: names of ``func``'s parameters that it copies to the data's device.
+
+    Returns:
+        The checked function, or a decorator when ``func`` is None.
+
+    Raises:
+        TypeError: when decorating, if ``copied`` is not a tuple of ``func``'s parameter
+            names. The checked function raises ValueError for tensors on two devices, or a
+            copied one on the meta device while the data are elsewhere.
     """
+    if not (isinstance(copied, tuple) and all(isinstance(n, str) for n in copied)):
+        raise TypeError(f"copied must be a tuple of parameter names, {_got(copied)}")
     if func is None:
         return functools.partial(same_device, copied=copied)
     signature = inspect.signature(func)
+    unknown = [n for n in copied if n not in signature.parameters]
+    if unknown:
+        raise TypeError(f"copied names {unknown}, which are not parameters of {func.__name__}")
 
     @functools.wraps(func)
     def checked(*args, **kwargs):

@@ -16,7 +16,7 @@ import torch
 
 import posenc as pe
 from posenc import attention, fast, relative, rope, rotation
-from posenc.book import llama_rope, relative_views, rope_nd_views
+from posenc.book import context, frequencies, llama_rope, relative_views, rope_nd_views, rope_views
 
 META = torch.device("meta")
 
@@ -74,7 +74,7 @@ CASES = {
         ),
         (9, 8),
     ),
-    "rope_nd_views.offset_check's scores, CPU frequencies": (
+    "rope_nd_views.pairwise_scores, meta cells, CPU frequencies": (
         lambda: rope_nd_views.pairwise_scores(
             _x(8),
             _x(8),
@@ -88,6 +88,67 @@ CASES = {
     "rope_nd_views.pairwise_scores, CPU positions": (
         lambda: rope_nd_views.pairwise_scores(_x(8), _x(8), torch.tensor([[0, 0], [1, 0], [0, 1]])),
         (3, 3),
+    ),
+    "rope_views.score_grid, CPU positions": (
+        lambda: rope_views.score_grid(_x(8), _x(8), torch.arange(5)),
+        (5, 5),
+    ),
+    "rope_views.relative_scores, CPU offsets": (
+        lambda: rope_views.relative_scores(_x(8), _x(8), torch.arange(-2, 3)),
+        (5,),
+    ),
+    "rope_views.pair_scores, CPU positions": (
+        lambda: rope_views.pair_scores(
+            _x(6), _x(6), torch.arange(4), torch.arange(4) + 3, _x(6, 8), _x(6, 8)
+        ),
+        (4,),
+    ),
+    "rope_views.rope_attention, CPU positions": (
+        lambda: rope_views.rope_attention(
+            attention.DemoAttention(8, num_heads=2).to(META), _x(1, 4, 8), positions=torch.arange(4)
+        )[0],
+        (1, 4, 8),
+    ),
+    "frequencies.scores_at_distances, CPU distances and inv_freq": (
+        lambda: frequencies.scores_at_distances(
+            _x(8, dtype=torch.float64),
+            _x(8, dtype=torch.float64),
+            torch.arange(5),
+            inv_freq=pe.rope_inv_freq(8).double(),
+        ),
+        (5,),
+    ),
+    "frequencies.pair_scores, CPU distances and inv_freq": (
+        lambda: frequencies.pair_scores(
+            _x(8), _x(8), torch.arange(5), inv_freq=pe.rope_inv_freq(8)
+        ),
+        (5, 4),
+    ),
+    "frequencies.decay_bound, CPU distances and inv_freq": (
+        lambda: frequencies.decay_bound(
+            _x(8, dtype=torch.float64),
+            _x(8, dtype=torch.float64),
+            torch.arange(5),
+            inv_freq=pe.rope_inv_freq(8).double(),
+        ),
+        (5,),
+    ),
+    "context.rope_pair_scores, CPU positions": (
+        lambda: context.rope_pair_scores(
+            _x(6), _x(6), torch.arange(4), torch.arange(4) + 3, _x(6, 8), _x(6, 8)
+        ),
+        (4,),
+    ),
+    "llama_rope.rope_scores, CPU positions and inv_freq": (
+        lambda: llama_rope.rope_scores(
+            _x(5, 8),
+            _x(8, 8),
+            _x(8, 8),
+            num_heads=2,
+            positions=torch.arange(5),
+            inv_freq=pe.rope_inv_freq(4),
+        ),
+        (2, 5, 5),
     ),
     "rope_nd_views.mrope, CPU positions": (
         lambda: rope_nd_views.mrope(_x(5, 8), torch.zeros(5, 2, dtype=torch.long), [2, 2]),
@@ -151,11 +212,12 @@ def test_values_on_meta_are_not_copied_to_x(apply, argument):
 
 
 @pytest.mark.parametrize(
-    ("call", "name"),
+    ("call", "name", "owner"),
     [
         (
             lambda m: rope.apply_rope_nd(torch.randn(6, 8), m(torch.zeros(6, 2, dtype=torch.long))),
             "positions",
+            "x",
         ),
         (
             lambda m: rope_nd_views.mixed_rope_2d(
@@ -165,26 +227,91 @@ def test_values_on_meta_are_not_copied_to_x(apply, argument):
                 torch.ones(4),
             ),
             "freq_x",
+            "x",
         ),
         (
             lambda m: relative_views.shaw_attention_at(
                 *torch.randn(3, 4, 8), *torch.randn(2, 3, 8), m(torch.arange(4))
             ),
             "positions",
+            "q",
         ),
         (
             lambda m: llama_rope.transformers_rope(
                 torch.randn(1, 4, 3, 64), torch.randn(1, 2, 3, 64), m(torch.arange(3))
             ),
             "positions",
+            "q",
+        ),
+        (
+            lambda m: frequencies.decay_bound(
+                *torch.randn(2, 8, dtype=torch.float64), torch.arange(3), inv_freq=m(torch.ones(4))
+            ),
+            "inv_freq",
+            "q",
+        ),
+        (
+            lambda m: context.rope_pair_scores(
+                *torch.randn(2, 6), torch.arange(4), m(torch.arange(4)), *torch.randn(2, 6, 8)
+            ),
+            "key_positions",
+            "query_content",
         ),
     ],
-    ids=["apply_rope_nd", "mixed_rope_2d", "shaw_attention_at", "transformers_rope"],
+    ids=[
+        "apply_rope_nd",
+        "mixed_rope_2d",
+        "shaw_attention_at",
+        "transformers_rope",
+        "decay_bound",
+        "rope_pair_scores",
+    ],
 )
-def test_book_values_on_meta_are_not_copied(call, name):
+def test_book_values_on_meta_are_not_copied(call, name, owner):
     """The book's functions copy positions and frequencies to the data's device as
-    ``apply_rope`` does, and refuse them on the meta device, which has none to copy; the
-    same call with them on the CPU runs."""
+    ``apply_rope`` does, and refuse them on the meta device, which has none to copy, naming
+    them and the argument whose device they would go to; the same call with them on the CPU
+    runs."""
     call(lambda t: t)
     with pytest.raises(ValueError, match=f"{name} is on the meta device, which holds no values"):
         call(lambda t: t.to(META))
+    with pytest.raises(ValueError, match=f"to {owner}'s device cpu: put {name} on the CPU$"):
+        call(lambda t: t.to(META))
+
+
+def test_same_device_takes_only_parameter_names_to_copy():
+    """``copied`` names parameters: a bare string (whose letters would each count as a
+    name) and a name the function does not have are refused when decorating."""
+    from posenc._validate import same_device
+
+    def rotate(x, positions=None):
+        return x
+
+    with pytest.raises(TypeError, match="copied must be a tuple of parameter names"):
+        same_device(copied="positions")
+    with pytest.raises(TypeError, match=r"copied names \['position'\], which are not parameters"):
+        same_device(copied=("position",))(rotate)
+    checked = same_device(copied=("positions",))(rotate)
+    assert checked(_x(3), torch.arange(3)).device == META  # CPU positions with meta data
+    with pytest.raises(ValueError, match="x and positions must be on one device"):
+        same_device(rotate)(_x(3), torch.arange(3))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_on_a_gpu_book_functions_take_cpu_positions():
+    """Where the meta device cannot follow (these functions read values), a GPU: CPU cells,
+    distances and positions with data on the GPU give the CPU's results."""
+    q, k = torch.randn(2, 8, dtype=torch.float64)
+    cells = rope_nd_views.grid_positions((3, 3))
+    on_gpu = rope_nd_views.offset_check(q.cuda(), k.cuda(), cells)
+    assert on_gpu.holds() and on_gpu.offsets == rope_nd_views.offset_check(q, k, cells).offsets
+    d = torch.arange(6)
+    torch.testing.assert_close(
+        frequencies.scores_at_distances(q.cuda(), k.cuda(), d).cpu(),
+        frequencies.scores_at_distances(q, k, d),
+    )
+    qh, kh = torch.randn(1, 4, 3, 64), torch.randn(1, 2, 3, 64)
+    p = torch.tensor([0, 7, 4000])
+    got = llama_rope.transformers_rope(qh.cuda(), kh.cuda(), p)
+    want = llama_rope.transformers_rope(qh, kh, p)
+    torch.testing.assert_close(got.q.cpu(), want.q, rtol=1e-5, atol=1e-5)

@@ -743,9 +743,18 @@ def share_table(result: dict):
     """
     from posenc.table import Table
 
+    keys = ("step", "ms_none", "ms_transformers", "ms_posenc", "share_transformers", "share_posenc")
     steps = result.get("model") if isinstance(result, dict) else None
-    if not isinstance(steps, list) or not steps or not all("ms_none" in s for s in steps):
-        raise ValueError("result must hold a model measurement under 'model' (model_share's rows)")
+    if (
+        not isinstance(steps, list)
+        or not steps
+        or not all(isinstance(s, dict) and all(k in s for k in keys) for s in steps)
+        or "device" not in result.get("machine", {})
+    ):
+        raise ValueError(
+            "result must hold a model measurement under 'model' (model_share's rows, each with "
+            f"{', '.join(keys)}) and the machine's device"
+        )
     body = [
         [
             s["step"],
@@ -947,10 +956,12 @@ def figure(result: dict, *, dtype: str = "bfloat16", memory: str = "model view")
         memory: ``"model view"`` or ``"contiguous"``.
 
     Returns:
-        A matplotlib figure.
+        A matplotlib figure: a group of bars per case, one per implementation that ran (a
+        peer that is not installed, or needs CUDA, is left out, legend entry and all).
 
     Raises:
-        ValueError: when ``result`` has no forward rows for ``dtype`` and ``memory``.
+        ValueError: when ``result`` has no forward rows for ``dtype`` and ``memory``, or
+            none of an implementation that ran.
 
     Example:
         >>> import matplotlib.pyplot as plt
@@ -971,8 +982,10 @@ def figure(result: dict, *, dtype: str = "bfloat16", memory: str = "model view")
     ratio = {(r["case"], r["implementation"]): r["copy_ratio"] for r in rows if "copy_ratio" in r}
     # only what ran: a peer that is not installed gets neither bars nor a legend entry
     shown = [name for name in _FIGURE_SERIES if any((c, name) in ratio for c in cases)]
+    if not shown:
+        raise ValueError(f"result has no implementation that ran for {dtype!r}, {memory!r}")
     fig, ax = plots.figure(height=3.4)
-    width = 0.8 / max(len(shown), 1)
+    width = 0.8 / len(shown)
     for i, name in enumerate(shown):
         at = [j + (i - (len(shown) - 1) / 2) * width for j in range(len(cases))]
         ax.bar(at, [ratio.get((c, name), 0.0) for c in cases], width, label=name)
@@ -980,8 +993,7 @@ def figure(result: dict, *, dtype: str = "bfloat16", memory: str = "model view")
     ax.set_xticks(range(len(cases)), [c.replace(", D", "\nD") for c in cases])
     ax.set_ylabel("time of copy_ / time")
     ax.set_title(f"{result['machine']['device']}, {dtype}, {memory}")
-    if shown:
-        ax.legend(fontsize=9, ncols=2)
+    ax.legend(fontsize=9, ncols=2)
     return fig
 
 
@@ -990,8 +1002,8 @@ def write(result: dict, out_dir) -> tuple:
 
     Example:
         >>> import tempfile
-        >>> row = dict(case="c", memory="model view", dtype="bfloat16", implementation="copy_",
-        ...            copy_ratio=1.0, note="", **{"pass": "forward"})
+        >>> row = dict(case="c", memory="model view", dtype="bfloat16",
+        ...            implementation="posenc half", copy_ratio=1.0, note="", **{"pass": "forward"})
         >>> [p.name for p in write({"machine": {"device": "cpu"}, "rows": [row]}, tempfile.mkdtemp())]
         ['rope_peers.json', 'rope_peers.png']
     """

@@ -360,7 +360,7 @@ def seeded_projections(
     return w[0], w[1]
 
 
-@same_device
+@same_device(copied=("query_positions", "key_positions"))
 def rope_pair_scores(
     query_content: torch.Tensor,
     key_content: torch.Tensor,

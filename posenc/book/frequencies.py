@@ -318,7 +318,7 @@ def _inv_freq_for(dim: int, inv_freq: torch.Tensor | None, base: float) -> torch
     return f
 
 
-@same_device
+@same_device(copied=("distances", "inv_freq"))
 def scores_at_distances(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -354,10 +354,10 @@ def scores_at_distances(
     m = _check_distances(distances)
     f = _inv_freq_for(q.shape[-1], inv_freq, base)
     h = _complex_pairs(q) * _complex_pairs(k).conj()  # [..., D/2]
-    return (h @ _phases(m, f).T).real  # [..., M]
+    return (h @ _phases(m.to(h.device), f.to(h.device)).T).real  # [..., M]
 
 
-@same_device
+@same_device(copied=("distances", "inv_freq"))
 def pair_scores(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -443,7 +443,7 @@ def relative_upper_bound(distances, inv_freq: torch.Tensor) -> torch.Tensor:
     return abel_partial_sums(distances, inv_freq).abs().mean(dim=-1)
 
 
-@same_device
+@same_device(copied=("distances", "inv_freq"))
 def decay_bound(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -482,7 +482,8 @@ def decay_bound(
     h = _complex_pairs(q) * _complex_pairs(k).conj()  # [..., D/2]
     h = torch.cat([h, torch.zeros_like(h[..., :1])], dim=-1)  # h_(D/2) = 0
     step = (h[..., 1:] - h[..., :-1]).abs().amax(dim=-1)  # [...]
-    sums = torch.cumsum(_phases(m, f), dim=-1).abs().sum(dim=-1)  # sum_j |S_j|, [M]
+    phases = _phases(m.to(h.device), f.to(h.device))  # [M, D/2]
+    sums = torch.cumsum(phases, dim=-1).abs().sum(dim=-1)  # sum_j |S_j|, [M]
     return step[..., None] * sums
 
 

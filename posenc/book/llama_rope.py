@@ -369,7 +369,7 @@ def converter_permute(weight: torch.Tensor, num_heads: int) -> torch.Tensor:
     return by_pair.transpose(1, 2).reshape(rows, cols)  # [H, 2, D/2, E] -> [H * D, E]
 
 
-@same_device
+@same_device(copied=("positions", "inv_freq"))
 def rope_scores(
     x: torch.Tensor,
     w_q: torch.Tensor,

@@ -194,7 +194,7 @@ def elementwise_rope(x: torch.Tensor, positions=None, *, base: float = 10000.0) 
 # --- scores over many positions ----------------------------------------------------------
 
 
-@same_device
+@same_device(copied=("positions",))
 def score_grid(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -239,7 +239,7 @@ def score_grid(
     return rq @ rk.T
 
 
-@same_device
+@same_device(copied=("offsets",))
 def relative_scores(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -428,7 +428,7 @@ def random_projections(
     return w[0], w[1]
 
 
-@same_device
+@same_device(copied=("query_positions", "key_positions"))
 def pair_scores(
     x_query: torch.Tensor,
     x_key: torch.Tensor,
@@ -572,7 +572,7 @@ def offset_sweep_figure(starts, scores: dict, *, offset: int, ax=None, title: st
 # --- chapter 1's layer with RoPE ---------------------------------------------------------
 
 
-@same_device
+@same_device(copied=("positions",))
 def rope_attention(
     layer: DemoAttention,
     x: torch.Tensor,
