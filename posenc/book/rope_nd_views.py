@@ -203,8 +203,8 @@ def offset_check(
     positions = positions.to(torch.int64)
     offsets = (positions[None, :, :] - positions[:, None, :]).reshape(-1, positions.shape[1])
     _, group = torch.unique(offsets, dim=0, return_inverse=True)  # [N*N]
-    group = group.to(scores.device)  # the positions may be the CPU's
-    count = int(group.max()) + 1
+    count = int(group.max()) + 1  # read where the positions are (the CPU's, often)
+    group = group.to(scores.device)
     hi = torch.full((count,), -math.inf, dtype=scores.dtype, device=scores.device).scatter_reduce(
         0, group, scores, "amax"
     )
