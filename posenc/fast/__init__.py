@@ -7,7 +7,8 @@ the core never imports it.
 
 - :mod:`posenc.fast.kernels`: every implementation chapter 13 compares, and the dispatch
   behind :func:`apply_rope` that picks the fastest correct one;
-- :mod:`posenc.fast.tables`: the ``cos``/``sin`` tables, cached between calls;
+- :mod:`posenc.fast.tables`: the ``cos``/``sin`` tables, cached between calls, and
+  :func:`rope_angles`, a model's angles made once per step for every layer;
 - :mod:`posenc.fast.cpu_kernel`: the one-pass loop in C, compiled on first use;
 - :mod:`posenc.fast.triton`: the one-pass Triton kernel for CUDA.
 
@@ -16,6 +17,14 @@ Use it as ``from posenc import fast`` and call ``fast.apply_rope(x, positions, .
 """
 
 from posenc.fast.kernels import apply_rope, apply_rope_, rope_qk
-from posenc.fast.tables import cache_clear, cache_info
+from posenc.fast.tables import Angles, cache_clear, cache_info, rope_angles
 
-__all__ = ["apply_rope", "apply_rope_", "cache_clear", "cache_info", "rope_qk"]
+__all__ = [
+    "Angles",
+    "apply_rope",
+    "apply_rope_",
+    "cache_clear",
+    "cache_info",
+    "rope_angles",
+    "rope_qk",
+]

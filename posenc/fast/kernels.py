@@ -68,8 +68,15 @@ from posenc._validate import (
     same_device,
 )
 from posenc.fast import cpu_kernel
-from posenc.fast.tables import _angle_tables, _Args, _as_3d, _Tables, _tables
-from posenc.fast.triton import _DTYPE_SET, _checked_qk, rope_triton, triton_available
+from posenc.fast.tables import Angles, _angle_tables, _Args, _as_3d, _Tables, _tables
+from posenc.fast.triton import (
+    _DTYPE_SET,
+    _angle_table,
+    _check_qk,
+    _checked_qk,
+    rope_triton,
+    triton_available,
+)
 from posenc.rope import (
     LAYOUTS,
     _join,
@@ -781,12 +788,19 @@ def rope_qk(
     On CUDA with Triton, ``q [B, H, T, D]`` and ``k [B, H_kv, T, D]`` at positions None, a
     tensor ``[T]``, ``[1, T]`` or ``[B, 1, T]`` (the same for every head) go through one launch
     of :func:`~posenc.fast.triton.rope_qk_triton`, each position's angles made once for every
-    head of both, the positions read where they lie.
+    head of both, the positions read where they lie. A model can make the angles once per
+    step instead (:func:`~posenc.fast.tables.rope_angles`) and pass them to every layer: the
+    kernel then reads them, which is faster where memory does not bound the time (a
+    decoding step, or data that fit in the GPU's cache).
 
     Args:
-        q: queries ``[..., H, T, D]``.
+        q: queries ``[..., H, T, D]`` (``[B, H, T, D]`` with angles).
         k: keys ``[..., H_kv, T, D]`` (other leading dims allowed, same ``T`` and ``D``).
-        positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`.
+        positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`; or, for
+            ``positions``, the :class:`~posenc.fast.tables.Angles` of
+            :func:`~posenc.fast.tables.rope_angles` (made in q's angle dtype: float64 for
+            float64 q, else float32), with ``base``, ``inv_freq`` and ``offset`` left at their
+            defaults.
         inplace: rotate ``q`` and ``k`` where they are (as :func:`apply_rope_`); one tensor
             passed as both is rotated once, as out of place.
         offset: added to every position (a KV cache's length): ``positions + offset``.
@@ -796,7 +810,8 @@ def rope_qk(
 
     Raises:
         TypeError, ValueError: as :func:`posenc.rope.apply_rope`, or if ``q`` and ``k``
-            differ in ``T`` or ``D``, dtype or device; ValueError with ``inplace`` when they
+            differ in ``T`` or ``D``, dtype or device; with angles, as
+            :func:`~posenc.fast.triton.rope_qk_triton`; ValueError with ``inplace`` when they
             share some elements and not others (``k`` a slice of ``q``), or one holds an
             element in several places (an expanded view).
         RuntimeError: as torch, with ``inplace`` while autograd records, for a leaf that
@@ -807,10 +822,16 @@ def rope_qk(
         >>> rq, rk = rope_qk(q, k)
         >>> torch.equal(rq, rope_elementwise(q)), torch.equal(rk, rope_elementwise(k))
         (True, True)
+        >>> from posenc.fast.tables import rope_angles
+        >>> angles = rope_angles(torch.arange(6), 8)  # once per step, for every layer
+        >>> torch.allclose(rope_qk(q, k, angles)[0], rq)
+        True
     """
     check_bool("inplace", inplace)
     if _fuses(q, k, positions, inv_freq):  # q and k checked as rope_qk_triton checks them
         return _checked_qk(q, k, positions, base, inv_freq, layout, inplace, offset)
+    if isinstance(positions, Angles):
+        return _qk_with_angles(q, k, positions, base, inv_freq, layout, inplace, offset)
     check_tensor("q", q, min_dim=2)
     check_tensor("k", k, min_dim=2)
     qa = _Args(q, positions, base, inv_freq, layout, offset)
@@ -824,7 +845,24 @@ def rope_qk(
             f"and {k.dtype} on {k.device}"
         )
     ka = qa.sharing(k)  # q's positions and frequencies, checked once
-    tables = _tables(qa)  # one table for both
+    return _qk_with_tables(qa, ka, _tables(qa), inplace)  # one table for both
+
+
+def _qk_with_angles(q, k, angles, base, inv_freq, layout, inplace, offset):
+    """:func:`rope_qk` with angles, off the kernel: their cos and sin as the tables."""
+    _check_qk(q, k)
+    table = _angle_table(angles, q, base, inv_freq, check_int("offset", offset))
+    if table.shape[0] == 1:  # [T, D/2], for every batch entry alike
+        cos, sin = table[0, :, 0], table[0, :, 1]
+    else:  # [B, 1, T, D/2]: a batch entry's for all its heads
+        cos, sin = table[:, None, :, 0], table[:, None, :, 1]
+    qa = _Args(q, None, 10000.0, None, layout)
+    return _qk_with_tables(qa, qa.sharing(k), _Tables(cos, sin), inplace)
+
+
+def _qk_with_tables(qa: _Args, ka: _Args, tables: _Tables, inplace: bool):
+    """The rest of :func:`rope_qk` on the general path, q's and k's arguments checked."""
+    q, k = qa.x, ka.x
     if inplace:  # everything checked before anything is written
         _writable("q", qa)
         _writable("k", ka)
@@ -841,7 +879,8 @@ def _fuses(q, k, positions, inv_freq=None) -> bool:
     ``k`` at ``positions`` as :func:`posenc.rope.apply_rope` would rotate each (shapes only,
     nothing read): ``[B, H, T, D]`` and ``[B, H_kv, T, D]`` alike but for the heads, as
     ``rope_qk_triton`` checks them, and positions None or a tensor ``[T]``, ``[1, T]`` or
-    ``[B or 1, 1, T]`` (the same for every head)."""
+    ``[B or 1, 1, T]`` (the same for every head), or angles that need no gradient
+    (``rope_qk_triton`` checks them)."""
     if not (
         _use_triton(q, positions, inv_freq)
         and isinstance(k, torch.Tensor)
@@ -857,6 +896,8 @@ def _fuses(q, k, positions, inv_freq=None) -> bool:
         return False
     if length == 0 or dim == 0 or dim % 2:  # the reference's errors, by the general path
         return False
+    if isinstance(positions, Angles):  # the general path has their gradient
+        return not (positions.table.requires_grad and torch.is_grad_enabled())
     if not isinstance(positions, torch.Tensor):  # integers on the host take the general path,
         return positions is None  # which reads them as apply_rope does ([H, T] is per head)
     shape = positions.shape  # broadcasts into q's [B, H, T]: _use_triton checked it
