@@ -1032,6 +1032,26 @@ def test_angles_that_do_not_fit_q_are_refused(call, match):
         call(q, k, angles)
 
 
+def test_angles_compile_whole_with_no_graph_break():
+    """Under ``torch.compile`` (``fullgraph=True``): the angles made inside the compiled step, or
+    passed in from outside, give the eager numbers."""
+    from posenc.fast.tables import rope_angles
+
+    q, k = _model_view(2, 5, 3, 16, torch.float32), _model_view(2, 5, 1, 16, torch.float32)
+    rows = torch.tensor([[0, 1, 2, 3, 4], [9, 10, 11, 12, 13]])
+
+    def step(q, k, rows):
+        return tr.rope_qk_triton(q * 2, k, rope_angles(rows, 16, base=500000.0), layout="half")
+
+    def layer(q, k, angles):
+        return tr.rope_qk_triton(q * 2, k, angles, layout="half")
+
+    angles = rope_angles(rows, 16, base=500000.0)
+    for fn, last in ((step, rows), (layer, angles)):
+        got = torch.compile(fn, fullgraph=True, backend="aot_eager")(q, k, last)
+        assert all(torch.equal(a, b) for a, b in zip(got, fn(q, k, last), strict=True))
+
+
 @pytest.mark.parametrize(
     "positions, kwargs, error, match",
     [
