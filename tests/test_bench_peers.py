@@ -292,9 +292,19 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
     def says(phrase):
         assert phrase in prose, phrase
 
+    def spoken(found, key="copy_ratio", spec=".2f"):
+        lo, hi = span(found, key, spec)
+        return lo if lo == hi else f"{lo} to {hi}"
+
+    def made(name):  # the rows of posenc with angles made beforehand, or without
+        return name.startswith("posenc") and name.endswith(", angles")
+
+    def own(name):
+        return name.startswith("posenc") and not name.endswith(", angles")
+
     large = ("B=8, T=4k, D=128", "B=1, T=32k, D=128")
     lo, hi = span(pick(large, "posenc"))
-    says(f"kernel runs at {lo} to {hi} of the copy's speed in its four forms")
+    says(f"kernel runs at {lo} to {hi} of the copy's speed in its six forms")
     a, b = (format(pick((c,), "liger")[0]["copy_ratio"], ".2f") for c in large)
     (compiled,) = {format(r["copy_ratio"], ".2f") for r in pick(large, "transformers compiled")}
     (eager,) = {format(r["copy_ratio"], ".2f") for r in pick(large, "transformers eager")}
@@ -302,21 +312,33 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
     says(f"several passes over the data, at {eager}.")
     small = ("B=1, T=4k, D=64", "B=1, T=4k, D=128")
     liger = [format(pick((c,), "liger")[0]["copy_ratio"], ".2f") for c in small]
-    ours = [
-        span([r for r in pick((c,), "posenc") if "in place" in r["implementation"]]) for c in small
+    in_place = [
+        [r for r in pick((c,), "posenc") if "in place" in r["implementation"]] for c in small
     ]
+    ours = [spoken([r for r in rows_ if own(r["implementation"])]) for rows_ in in_place]
+    read = [spoken([r for r in rows_ if made(r["implementation"])]) for rows_ in in_place]
     says(
-        f"at {liger[0]} and {liger[1]} of the copy's speed, against posenc's {ours[0][0]} to "
-        f"{ours[0][1]} and {ours[1][0]} to {ours[1][1]} in place"
+        f"runs at {liger[0]} and {liger[1]} of the copy's speed; posenc's, making its own, at "
+        f"{ours[0]} and {ours[1]} in place, and reading those `rope_angles` made, at {read[0]} "
+        f"and {read[1]}"
     )
     decode = "decode: B=64, T=1, D=128"
     (copy,) = pick((decode,), "copy_")
-    lo, hi = span(pick((decode,), "posenc"))
+    here = pick((decode,), "posenc")
     liger = format(pick((decode,), "liger")[0]["copy_ratio"], ".2f")
     says(
-        f"takes {copy['us']:.1f} µs, and a single kernel for both beats it, posenc's at {lo} to {hi}"
+        f"takes {copy['us']:.1f} µs, and a single kernel for both beats it: posenc's at "
+        f"{spoken([r for r in here if own(r['implementation'])])} making its angles and "
+        f"{spoken([r for r in here if made(r['implementation'])])} reading them, in place and "
+        f"out of place, Liger's at {liger}."
     )
-    says(f"of its speed in place and out of place, Liger's at {liger}.")
+    against = [
+        pick((c,), "posenc half in place, angles")[0]["copy_ratio"]
+        / pick((c,), "liger")[0]["copy_ratio"]
+        for c in (*small, decode)
+    ]
+    says(f"runs at {min(against):.2f} to {max(against):.2f} of Liger's speed in these three cases")
+    says(f"comes to {min(against):.2f} to {max(against):.2f} of its speed when a model makes")
     # host time per call: posenc's the shortest in every case, by the ranges quoted
     for case in dict.fromkeys(r["case"] for r in pick()):
         here = pick((case,))
@@ -336,7 +358,9 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
         f"{host['liger'][0]} to {host['liger'][1]} for Liger's and {host['transformers compiled'][0]} "
         f"to {host['transformers compiled'][1]} for transformers' compiled function"
     )
-    kernel = pick((decode,), "posenc half in place")[0]["us"]
+    (kernel,) = [
+        r["us"] for r in pick((decode,), "posenc half in place") if own(r["implementation"])
+    ]
     assert min(r["host_us"] for r in pick((decode,), "posenc")) > 10 * kernel
     says(f"more than ten times the GPU's {kernel:.1f} µs")
     lo, hi = span(pick(large, "posenc", memory="contiguous"))
@@ -393,7 +417,7 @@ def test_the_share_table_shows_each_step_of_the_model():
     result = peers.stored()
     table = peers.share_table(result)
     assert [row[0] for row in table.rows] == [s["step"] for s in result["model"]]
-    assert table.rows[1][-1] == "-0.7%" and table.rows[0][-2:] == ["8.4%", "0.8%"]
+    assert table.rows[1][-1] == "-2.1%" and table.rows[0][-2:] == ["7.1%", "1.9%"]
     assert table.groups == [("", 1), ("time (ms)", 3), ("RoPE's share", 2)]
     step = result["model"][0]
     for bad in (
@@ -457,9 +481,12 @@ def test_each_speed_target_is_met_at_its_bound_and_missed_past_it(name, us, chec
     [(0.8, 0.8, True), (0.8, 0.79, False), (1.2, 1.08, True), (1.2, 1.07, False)],
 )
 def test_liger_sets_the_bar_and_a_tenth_less_where_it_beats_the_copy(liger, ours, met):
-    times = {"copy_": 100.0, "liger in place": 100 / liger, "posenc half in place": 100 / ours}
+    """With the positions and with the angles made beforehand alike, each read from its row."""
+    times = {"copy_": 100.0, "liger in place": 100 / liger, "posenc half in place": 100 / ours,
+             "posenc half in place, angles": 100 / (ours if met else 1.5 * liger)}  # fmt: skip
     got = _verdicts(_result({(_B8, "forward", n): t for n, t in times.items()}))
     assert got["in place / Liger's bar", _B8]["met"] is met
+    assert got["in place, angles made / Liger's bar", _B8]["met"] is True
 
 
 def test_training_host_and_model_targets():
@@ -505,18 +532,24 @@ def test_a_cpu_run_of_small_cases_has_no_target_to_check(result):
 
 
 def test_the_stored_gpu_run_against_the_targets():
-    """The stored H100 run passes 16 of its 20 checks. It misses Liger's bar in the two cases
-    where Liger's kernel is faster (B=1, T=4k, D=64, in L2, and the decoding step), and the
-    host's time per call at decoding (15 µs) by three times or more, in place and out of
-    place."""
+    """The stored H100 run passes 19 of its 25 checks. With the positions, it misses Liger's
+    bar in the two cases where Liger's kernel is faster (B=1, T=4k, D=64, in L2, and the
+    decoding step); with the angles made beforehand, it meets it there, but for the decoding
+    step, by a thousandth. It misses the host's time per call at decoding (15 µs) by three
+    times or more, in place and out of place, and the model's share at B=1 (1.9% against
+    1%, within the noise of whole forward passes: at B=8 the share came out below zero)."""
     got = _verdicts(peers.stored("h100"))
     missed = {key for key, c in got.items() if c["met"] is not True}
     assert missed == {
         ("in place / Liger's bar", "B=1, T=4k, D=64"),
         ("in place / Liger's bar", _DECODE),
+        ("in place, angles made / Liger's bar", _DECODE),
         ("host µs per call, in place", _DECODE),
         ("host µs per call, out of place", _DECODE),
+        ("model: RoPE's share, at most 1%", "prefill B=1, T=4096"),
     }
+    assert 0.99 < got["in place, angles made / Liger's bar", _DECODE]["value"] < 1
+    assert got["in place, angles made / Liger's bar", "B=1, T=4k, D=64"]["met"]
     for name in ("host µs per call, in place", "host µs per call, out of place"):
-        assert 45 < got[name, _DECODE]["value"] < 60
-    assert len(got) == 20
+        assert 45 < got[name, _DECODE]["value"] < 75
+    assert len(got) == 25

@@ -21,10 +21,11 @@ offset into a KV cache). The kernel takes all of that as it is:
 - **or none made at all**: a model that makes its angles once per step
   (:func:`posenc.fast.tables.rope_angles`, as transformers makes its ``cos`` and ``sin``)
   hands them to every layer, and the kernel reads them where it would make them. Where
-  memory does not bound the time that is what counts: on an H100, in bf16, a decoding
-  step ran at 1.65 of ``copy_``'s speed with the angles read and 1.37 with them made, and
-  the smallest prefill case (B=1, T=4,096, D=64) at 1.60 against 1.31; Liger-Kernel, which
-  is handed its ``cos`` and ``sin`` the same way, at 1.80 and 1.64;
+  memory does not bound the time that is what counts: in the stored H100 run (bf16,
+  ``posenc/bench/results/rope_peers_h100.json``), a decoding step ran at 1.62 of ``copy_``'s
+  speed with the angles read and 1.36 with them made, and the smallest prefill case (B=1,
+  T=4,096, D=64) at 1.47 against 1.25; Liger-Kernel, which is handed its ``cos`` and ``sin``
+  the same way, at 1.81 and 1.56;
 - **little host work at all**: once Triton has compiled the kernel for a kind of call,
   posenc hands later calls of that kind to the compiled kernel's launcher itself, with the
   arguments Triton would pass, and skips Triton's own launch path (about 20 µs of Python a
