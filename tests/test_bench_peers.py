@@ -337,7 +337,9 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
         / pick((c,), "liger")[0]["copy_ratio"]
         for c in (*small, decode)
     ]
-    says(f"runs at {min(against):.2f} to {max(against):.2f} of Liger's speed in these three cases")
+    says(
+        f"runs at {min(against):.2f} to {max(against):.2f} of Liger's speed in the three cases that"
+    )
     says(f"comes to {min(against):.2f} to {max(against):.2f} of its speed when a model makes")
     # host time per call: posenc's the shortest in every case, by the ranges quoted
     for case in dict.fromkeys(r["case"] for r in pick()):
