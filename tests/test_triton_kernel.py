@@ -1135,3 +1135,17 @@ def test_on_a_gpu_angles_made_in_a_cuda_graph(layout, monkeypatch):
     assert all(torch.equal(a, b) for a, b in zip(out, want, strict=True))
     for got, x in zip(out, (q, k), strict=True):
         assert torch.equal(got.cpu(), _oracle(x.cpu(), rows.cpu(), 0, layout))
+
+
+def test_angles_in_a_view_are_read_as_laid_out():
+    """A table that is a view (its rows not laid out as ``rope_angles`` lays them out) gives
+    the same rotation as the table itself."""
+    from posenc.fast.tables import Angles, rope_angles
+
+    q, k = _model_view(2, 5, 3, 16, torch.float32), _model_view(2, 5, 1, 16, torch.float32)
+    angles = rope_angles(torch.arange(5) + torch.tensor([[0], [9]]), 16)
+    wide = torch.stack([angles.table, torch.zeros_like(angles.table)], dim=-1)  # [..., 8, 2]
+    view = Angles(wide[..., 0])  # sin at 8 elements from cos, each element 2 apart
+    assert view.table.stride(3) == 2 and torch.equal(view.table, angles.table)
+    want = tr.rope_qk_triton(q, k, angles)
+    assert all(torch.equal(a, b) for a, b in zip(tr.rope_qk_triton(q, k, view), want, strict=True))

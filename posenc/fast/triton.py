@@ -793,6 +793,8 @@ def _angle_table(angles: Angles, q: torch.Tensor, base, inv_freq, offset: int) -
             f"angles must be in q's angle dtype, {want} for q in {q.dtype}, got {table.dtype} "
             f"(rope_angles(..., dtype={want}))"
         )
+    if table.stride(3) != 1 or table.stride(2) != dim // 2:  # each row [cos, sin] read as one
+        table = table.contiguous()
     return _on("angles", table, q.device)
 
 
