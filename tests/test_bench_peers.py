@@ -337,10 +337,13 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
         / pick((c,), "liger")[0]["copy_ratio"]
         for c in (*small, decode)
     ]
+    held, stepping = against[:2], against[2]
+    assert stepping < 0.9 < min(held)
     says(
-        f"runs at {min(against):.2f} to {max(against):.2f} of Liger's speed in the three cases that"
+        f"runs at {min(held):.2f} to {max(held):.2f} of Liger's speed in the two cases held in L2 "
+        f"and {stepping:.3f} at a decoding step, just short of the 0.9 its targets ask"
     )
-    says(f"comes to {min(against):.2f} to {max(against):.2f} of its speed when a model makes")
+    says(f"comes to {stepping:.3f} to {max(held):.2f} of its speed when a model makes")
     # host time per call: posenc's the shortest in every case, by the ranges quoted
     for case in dict.fromkeys(r["case"] for r in pick()):
         here = pick((case,))
@@ -399,7 +402,9 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
         f"and {eight['share_transformers']:.1%} at B=8 goes to the rotation; with posenc's, "
         f"{one['share_posenc']:.1%}, and at B=8 less than the noise"
     )
-    assert eight["share_posenc"] < 0
+    assert eight["share_posenc"] < 0 and round(-eight["share_posenc"], 2) == 0.02
+    says(f"vary by about two percent between timings, so posenc's {one['share_posenc']:.1%} at B=1")
+    assert one["share_posenc"] > 0.01
     says(f"small with either, {step['share_transformers']:.1%} and {step['share_posenc']:.1%}.")
     table = peers.table(result, value="max_error")
     assert len(table.rows) == 5 and table.rows[2][0] == "B=8, T=4k, D=128"
@@ -484,11 +489,16 @@ def test_each_speed_target_is_met_at_its_bound_and_missed_past_it(name, us, chec
 )
 def test_liger_sets_the_bar_and_a_tenth_less_where_it_beats_the_copy(liger, ours, met):
     """With the positions and with the angles made beforehand alike, each read from its row."""
-    times = {"copy_": 100.0, "liger in place": 100 / liger, "posenc half in place": 100 / ours,
-             "posenc half in place, angles": 100 / (ours if met else 1.5 * liger)}  # fmt: skip
-    got = _verdicts(_result({(_B8, "forward", n): t for n, t in times.items()}))
-    assert got["in place / Liger's bar", _B8]["met"] is met
-    assert got["in place, angles made / Liger's bar", _B8]["met"] is True
+    checks = {
+        "posenc half in place": "in place / Liger's bar",
+        "posenc half in place, angles": "in place, angles made / Liger's bar",
+    }
+    for mine, other in (tuple(checks), tuple(reversed(checks))):
+        times = {"copy_": 100.0, "liger in place": 100 / liger, mine: 100 / ours,
+                 other: 100 / (2 * liger)}  # fmt: skip
+        got = _verdicts(_result({(_B8, "forward", n): t for n, t in times.items()}))
+        assert got[checks[mine], _B8]["met"] is met
+        assert got[checks[other], _B8]["met"] is True
 
 
 def test_training_host_and_model_targets():

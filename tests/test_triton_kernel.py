@@ -1087,21 +1087,23 @@ def test_a_warm_call_with_angles_reads_nothing_back_and_launches_once(monkeypatc
     k = torch.empty(8, 4096, 8, 128, device="meta", dtype=torch.bfloat16).transpose(1, 2)
     rows = torch.empty(8, 1, 4096, device="meta", dtype=torch.int64)
     inv = rope_inv_freq(128, 500000.0).to("meta")
+    rope_angles(rows, 128, base=500000.0)  # cold: the default frequencies put on the device
     with _Record() as record:
         angles = rope_angles(rows, 128, inv_freq=inv)
         kernels.rope_qk(q, k, angles, layout="half", inplace=True)
-        kernels.rope_qk(q, k, angles, layout="half")
+        kernels.rope_qk(q, k, rope_angles(rows, 128, base=500000.0), layout="half")
     names = {name for name, _ in record.ops}
     assert "_local_scalar_dense" not in names and "item" not in names
     assert all(d is None or d.type == "meta" for _, devices in record.ops for d in devices)
     assert len(launches) == 2
-    assert all(launch[4] is angles.table for launch in launches)
+    assert launches[0][4] is angles.table  # to the kernel as it is, nothing copied
     assert angles.table.shape == (8, 4096, 2, 64) and angles.table.dtype == torch.float32
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("given", [False, True], ids=["base", "inv_freq"])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_on_a_gpu_angles_made_in_a_cuda_graph(layout, monkeypatch):
+def test_on_a_gpu_angles_made_in_a_cuda_graph(layout, given, monkeypatch):
     """A decoding step as a model captures it: the angles made once, then q and k rotated with
     them; replayed with new positions and inputs it gives the eager call with positions, bit
     for bit, and the arithmetic spelled out."""
@@ -1113,10 +1115,10 @@ def test_on_a_gpu_angles_made_in_a_cuda_graph(layout, monkeypatch):
     k = _model_view(64, 1, 8, 128, torch.bfloat16).cuda()
     rows = torch.full((64, 1, 1), 7, device="cuda")
     static = [x.clone() for x in (q, k)]
-    inv = rope_inv_freq(128).float().cuda()  # the oracle's frequencies
+    inv = rope_inv_freq(128).float().cuda()  # the oracle's frequencies (base 10000)
 
     def step():
-        angles = rope_angles(rows, 128, inv_freq=inv)
+        angles = rope_angles(rows, 128, inv_freq=inv) if given else rope_angles(rows, 128)
         return kernels.rope_qk(*static, angles, layout=layout, inplace=True)
 
     side = torch.cuda.Stream()
@@ -1135,6 +1137,19 @@ def test_on_a_gpu_angles_made_in_a_cuda_graph(layout, monkeypatch):
     assert all(torch.equal(a, b) for a, b in zip(out, want, strict=True))
     for got, x in zip(out, (q, k), strict=True):
         assert torch.equal(got.cpu(), _oracle(x.cpu(), rows.cpu(), 0, layout))
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_in_place_one_tensor_passed_twice_with_angles_is_rotated_once(grad):
+    from posenc.fast.tables import rope_angles
+
+    x = _model_view(2, 5, 3, 16, torch.float32)
+    rows = torch.arange(5) + torch.tensor([[0], [9]])
+    want = _oracle(x, rows[:, None], 0, "half")
+    y = x.clone().requires_grad_() if grad else x.clone()
+    z = y.clone() if grad else y  # autograd records the in-place write on a non-leaf
+    got = tr.rope_qk_triton(z, z, rope_angles(rows, 16), layout="half", inplace=True)
+    assert got[0] is z and got[1] is z and torch.equal(z.detach(), want)
 
 
 def test_angles_in_a_view_are_read_as_laid_out():

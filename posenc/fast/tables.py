@@ -16,6 +16,7 @@ Shapes: ``B`` batch, ``T`` positions, ``D`` features, ``D/2`` pairs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 from collections import OrderedDict
 
@@ -193,8 +194,10 @@ class Angles:
 
     Attributes:
         table: ``cos`` and ``sin`` side by side, ``[R, T, 2, D/2]`` (``R`` is ``B``, or 1 for
-            every batch entry alike), in the angle dtype: float32, or float64 for float64
-            queries and keys.
+            every batch entry alike; ``table[..., 0, :]`` the cosines, ``table[..., 1, :]`` the
+            sines), in the angle dtype: float32, or float64 for float64 queries and keys.
+            Any strides: the kernel reads each position's row of cos and sin as one, and
+            copies a table laid out otherwise first.
 
     Raises:
         TypeError: for a table that is not a float32 or float64 tensor.
@@ -238,6 +241,13 @@ class Angles:
         )
 
 
+@functools.lru_cache(maxsize=64)
+def _default_inv_freq(dim: int, base: float, dtype: torch.dtype, device: torch.device):
+    """``rope_inv_freq(dim, base)`` in ``dtype`` on ``device``, made once per key: later calls
+    copy nothing to the device (a copy a CUDA graph could not capture)."""
+    return rope_inv_freq(dim, base).to(device=device, dtype=dtype)
+
+
 def rope_angles(
     positions,
     dim: int,
@@ -251,9 +261,11 @@ def rope_angles(
     """The angles of one step, made once for every layer, exactly as the kernel makes them.
 
     Each angle ``(p + offset) * theta_i`` is rounded to ``dtype``; its ``cos`` and ``sin`` are
-    evaluated in float64 and rounded once to ``dtype``: the nearest values there are, the
-    ones the Triton kernel makes when it is handed positions. A few tensor operations on the
-    positions' device, nothing read back to the host, so a CUDA graph can capture them.
+    evaluated in float64 and rounded once to ``dtype``: for float32, the nearest values there
+    are, the ones the Triton kernel makes when it is handed positions (for float64, torch's
+    float64 ``cos`` and ``sin``). A few tensor operations on the positions' device, nothing
+    read back to the host and, once the default frequencies are on the device (the first
+    call puts them there), nothing copied to it, so a CUDA graph can capture them.
 
     Args:
         positions: integer positions ``[T]``, ``[B, T]`` or ``[B, 1, T]`` (a tensor, best on
@@ -270,9 +282,10 @@ def rope_angles(
         :class:`Angles` whose table is ``[R, T, 2, D/2]``, ``R`` being ``B`` (1 for ``[T]``).
 
     Raises:
-        TypeError: for positions that are not integers, or another ``dtype``.
-        ValueError: for another shape of positions, or a bad ``dim``, ``base``, ``inv_freq``
-            or ``offset``.
+        TypeError: for positions that are not integers, another ``dtype``, or a ``dim``,
+            ``offset``, ``base`` or ``inv_freq`` of the wrong type.
+        ValueError: for another shape of positions, an odd or non-positive ``dim``, a
+            non-positive ``base``, or ``inv_freq`` of another shape.
 
     Example:
         >>> angles = rope_angles(torch.arange(6) + 10, 8, base=100.0)
@@ -298,7 +311,11 @@ def rope_angles(
     if device is not None:
         p = p.to(device)
     if inv_freq is None:
-        inv_freq = rope_inv_freq(dim, check_positive_float("base", base))
+        base = check_positive_float("base", base)
+        if _compiling():  # traced into the graph, not looked up
+            inv_freq = rope_inv_freq(dim, base)
+        else:
+            inv_freq = _default_inv_freq(dim, base, dtype, p.device)
     else:
         inv_freq = check_copyable(
             "inv_freq", _check_inv_freq(inv_freq, dim), p.device, owner="positions"

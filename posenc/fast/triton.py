@@ -70,7 +70,7 @@ from posenc._validate import (
     check_writable,
     one_memory,
 )
-from posenc.fast.tables import Angles
+from posenc.fast.tables import Angles, _default_inv_freq
 from posenc.rope import _check_inv_freq, _rotate, rope_inv_freq
 
 __all__ = ["TRITON_DTYPES", "rope_qk_triton", "rope_triton", "triton_available"]
@@ -473,12 +473,6 @@ def _call(name, *tensors_and_args, grad=False):
 
 
 # --- the public functions -----------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=64)
-def _default_inv_freq(dim: int, base: float, dtype: torch.dtype, device: torch.device):
-    """``rope_inv_freq(dim, base)`` in the angle dtype on ``device``, made once per key."""
-    return rope_inv_freq(dim, base).to(device=device, dtype=dtype)
 
 
 def _bhtd(x: torch.Tensor) -> torch.Tensor | None:
