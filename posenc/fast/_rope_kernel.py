@@ -96,19 +96,19 @@ def store_tile(at, x1, x2, c, s, h0, n_heads, half, d_h, d_d, INTERLEAVED: tl.co
 
 
 @triton.jit
-def rotate_heads(src, dst, x1, x2, c, s, n_heads, half, s_h, s_d, d_h, d_d,
-                 INTERLEAVED: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr,
-                 BY_HAND: tl.constexpr):  # fmt: skip
+def rotate_heads(src, dst, x1, x2, c, s, n_heads: tl.constexpr, half: tl.constexpr,
+                 s_h, s_d, d_h, d_d, INTERLEAVED: tl.constexpr, BLOCK_H: tl.constexpr,
+                 BLOCK_HALF: tl.constexpr, BY_HAND: tl.constexpr):  # fmt: skip
     # every tile of heads in turn, the first (x1, x2) loaded by the caller: each pass stores
-    # one tile and loads the next (past the last head its mask is empty, and nothing moves).
-    # A while loop, not range(): Triton 3.6's interpreter hands n_heads over as a one-element
-    # array, which range() cannot take under NumPy 2.5
-    h0 = 0
-    while h0 < n_heads:
+    # one tile and loads the next, if there is one. The numbers of heads and pairs are
+    # compile-time constants (a model's are fixed), so the loop is unrolled and the masks of
+    # whole tiles vanish: a decoding step's program is a fifth shorter
+    for h0 in tl.static_range(0, n_heads, BLOCK_H):
         store_tile(dst, x1, x2, c, s, h0, n_heads, half, d_h, d_d,
                    INTERLEAVED, BLOCK_H, BLOCK_HALF, BY_HAND)  # fmt: skip
-        h0 += BLOCK_H
-        x1, x2 = load_tile(src, h0, n_heads, half, s_h, s_d, INTERLEAVED, BLOCK_H, BLOCK_HALF)
+        if h0 + BLOCK_H < n_heads:
+            x1, x2 = load_tile(src, h0 + BLOCK_H, n_heads, half, s_h, s_d,
+                               INTERLEAVED, BLOCK_H, BLOCK_HALF)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["offset"])  # a new offset every decoding step: one build
@@ -120,10 +120,10 @@ def rope_kernel(
     pos,
     inv_freq,
     length,
-    half,
+    half: tl.constexpr,
     offset,
-    n_q,
-    n_k,
+    n_q: tl.constexpr,
+    n_k: tl.constexpr,
     q_sb,
     q_sh,
     q_st,
