@@ -337,13 +337,10 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
         / pick((c,), "liger")[0]["copy_ratio"]
         for c in (*small, decode)
     ]
-    held, stepping = against[:2], against[2]
-    assert stepping < 0.9 < min(held)
-    says(
-        f"runs at {min(held):.2f} to {max(held):.2f} of Liger's speed in the two cases held in L2 "
-        f"and {stepping:.3f} at a decoding step, just short of the 0.9 its targets ask"
-    )
-    says(f"comes to {stepping:.3f} to {max(held):.2f} of its speed when a model makes")
+    assert min(against) >= 0.9  # the targets' bar where Liger's beats the copy, as it does here
+    lo, hi = f"{min(against):.2f}", f"{max(against):.2f}"
+    says(f"runs at {lo} to {hi} of Liger's speed in these three cases, above the 0.9 its targets")
+    says(f"comes to {lo} to {hi} of its speed when a model makes")
     # host time per call: posenc's the shortest in every case, by the ranges quoted
     for case in dict.fromkeys(r["case"] for r in pick()):
         here = pick((case,))
@@ -424,7 +421,7 @@ def test_the_share_table_shows_each_step_of_the_model():
     result = peers.stored()
     table = peers.share_table(result)
     assert [row[0] for row in table.rows] == [s["step"] for s in result["model"]]
-    assert table.rows[1][-1] == "-2.1%" and table.rows[0][-2:] == ["7.1%", "1.9%"]
+    assert table.rows[1][-1] == "-1.8%" and table.rows[0][-2:] == ["7.3%", "1.8%"]
     assert table.groups == [("", 1), ("time (ms)", 3), ("RoPE's share", 2)]
     step = result["model"][0]
     for bad in (
@@ -544,24 +541,21 @@ def test_a_cpu_run_of_small_cases_has_no_target_to_check(result):
 
 
 def test_the_stored_gpu_run_against_the_targets():
-    """The stored H100 run passes 19 of its 25 checks. With the positions, it misses Liger's
+    """The stored H100 run passes 20 of its 25 checks. With the positions, it misses Liger's
     bar in the two cases where Liger's kernel is faster (B=1, T=4k, D=64, in L2, and the
-    decoding step); with the angles made beforehand, it meets it there, but for the decoding
-    step, by a thousandth. It misses the host's time per call at decoding (15 µs) by three
-    times or more, in place and out of place, and the model's share at B=1 (1.9% against
-    1%, within the noise of whole forward passes: at B=8 the share came out below zero)."""
+    decoding step); with the angles made beforehand, as Liger is handed its tables, it meets
+    it in every case. It misses the host's time per call at decoding (15 µs) by more than
+    twice, in place and out of place, and the model's share at B=1 (1.8% against 1%, within
+    the noise of whole forward passes: at B=8 the share came out below zero)."""
     got = _verdicts(peers.stored("h100"))
     missed = {key for key, c in got.items() if c["met"] is not True}
     assert missed == {
         ("in place / Liger's bar", "B=1, T=4k, D=64"),
         ("in place / Liger's bar", _DECODE),
-        ("in place, angles made / Liger's bar", _DECODE),
         ("host µs per call, in place", _DECODE),
         ("host µs per call, out of place", _DECODE),
         ("model: RoPE's share, at most 1%", "prefill B=1, T=4096"),
     }
-    assert 0.99 < got["in place, angles made / Liger's bar", _DECODE]["value"] < 1
-    assert got["in place, angles made / Liger's bar", "B=1, T=4k, D=64"]["met"]
     for name in ("host µs per call, in place", "host µs per call, out of place"):
-        assert 45 < got[name, _DECODE]["value"] < 75
+        assert 30 < got[name, _DECODE]["value"] < 75
     assert len(got) == 25

@@ -22,10 +22,10 @@ offset into a KV cache). The kernel takes all of that as it is:
   (:func:`posenc.fast.tables.rope_angles`, as transformers makes its ``cos`` and ``sin``)
   hands them to every layer, and the kernel reads them where it would make them. Where
   memory does not bound the time that is what counts: in the stored H100 run (bf16,
-  ``posenc/bench/results/rope_peers_h100.json``), a decoding step ran at 1.62 of ``copy_``'s
-  speed with the angles read and 1.36 with them made, and the smallest prefill case (B=1,
-  T=4,096, D=64) at 1.47 against 1.25; Liger-Kernel, which is handed its ``cos`` and ``sin``
-  the same way, at 1.81 and 1.56;
+  ``posenc/bench/results/rope_peers_h100.json``), a decoding step ran at 1.65 of ``copy_``'s
+  speed with the angles read and 1.43 with them made, and the smallest prefill case (B=1,
+  T=4,096, D=64) at 1.55 against 1.32; Liger-Kernel, which is handed its ``cos`` and ``sin``
+  the same way, at 1.76 and 1.54;
 - **little host work at all**: once Triton has compiled the kernel for a kind of call,
   posenc hands later calls of that kind to the compiled kernel's launcher itself, with the
   arguments Triton would pass, and skips Triton's own launch path (about 20 µs of Python a
@@ -157,7 +157,10 @@ gave the best geometric mean of the speed against ``copy_`` in both layouts (1.0
 graph, against 1.03 to 1.07). With 4 warps a thread needs about 70 (half) and 60
 (interleaved) registers, so that 7 or 8 programs share a multiprocessor, each with its q and
 k loading while it makes its angles. Each pair's cos and sin are made once per program
-whatever the warps (a test counts them in the compiled code)."""
+whatever the warps (a test counts them in the compiled code). With the angles read from a
+table, a later sweep on the same H100 kept 4 warps: at a decoding step 1.66 of ``copy_``'s
+speed, against 1.54 with 2 warps and 1.63 with 8 (2 warps were 1% ahead at B=1, T=4,096,
+D=64)."""
 
 
 _CONSTEXPRS = (
