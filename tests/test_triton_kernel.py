@@ -1167,3 +1167,14 @@ def test_angles_in_a_view_are_read_as_laid_out():
     assert view.table.stride(3) == 2 and torch.equal(view.table, angles.table)
     want = tr.rope_qk_triton(q, k, angles)
     assert all(torch.equal(a, b) for a, b in zip(tr.rope_qk_triton(q, k, view), want, strict=True))
+
+
+@pytest.mark.parametrize("name", ["apply_rope", "apply_rope_", "rope_elementwise", "rope_triton"])
+def test_angles_given_where_positions_are_asked_for_are_refused_by_name(name):
+    """Only ``rope_qk`` and ``rope_qk_triton`` take angles; the other forms say so."""
+    from posenc.fast import kernels
+    from posenc.fast.tables import rope_angles
+
+    call = getattr(tr if name == "rope_triton" else kernels, name)
+    with pytest.raises(TypeError, match=r"taken by posenc\.fast\.rope_qk and rope_qk_triton"):
+        call(torch.randn(2, 3, 4, 8), rope_angles(torch.arange(4), 8))

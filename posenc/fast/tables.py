@@ -67,6 +67,7 @@ class _Args:
     )
 
     def __init__(self, x, positions, base, inv_freq, layout, offset=0):
+        _not_angles(positions)
         x, p = _check_rope_input(x, positions)
         if check_int("offset", offset):
             p = p + offset
@@ -132,6 +133,15 @@ class _Args:
         if self._inv_freq is None:
             self._inv_freq = rope_inv_freq(self.x.shape[-1], self._base)
         return self._inv_freq
+
+
+def _not_angles(positions) -> None:
+    """Refuse :class:`Angles` where positions are asked for, saying where they go."""
+    if isinstance(positions, Angles):
+        raise TypeError(
+            "positions must be integers here, got Angles: the angles of rope_angles are taken "
+            "by posenc.fast.rope_qk and rope_qk_triton, which rotate q and k [B, H, T, D]"
+        )
 
 
 def _bits(t: torch.Tensor) -> tuple:

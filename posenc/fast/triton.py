@@ -70,7 +70,7 @@ from posenc._validate import (
     check_writable,
     one_memory,
 )
-from posenc.fast.tables import Angles, _default_inv_freq
+from posenc.fast.tables import Angles, _default_inv_freq, _not_angles
 from posenc.rope import _check_inv_freq, _rotate, rope_inv_freq
 
 __all__ = ["TRITON_DTYPES", "rope_qk_triton", "rope_triton", "triton_available"]
@@ -558,6 +558,7 @@ def _on(name: str, t: torch.Tensor, device: torch.device) -> torch.Tensor:
 def _integer_tensor(positions, device) -> torch.Tensor:
     """Positions as an integer tensor on ``device``: a tensor as it is (copied there from the
     CPU), Python integers by the reference's rule (an int or a flat sequence)."""
+    _not_angles(positions)
     if isinstance(positions, torch.Tensor):
         if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
             raise TypeError(f"positions must hold integers, got dtype {positions.dtype}")
