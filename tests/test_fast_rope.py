@@ -815,3 +815,48 @@ def test_positions_broadcast_as_torch_broadcasts(positions, lead):
             _validate.broadcast_positions(torch.Size(positions), torch.Size(lead))
     else:
         assert _validate.broadcast_positions(torch.Size(positions), torch.Size(lead)) == want
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_learned_frequencies_and_angles_keep_their_gradient_on_large_inputs(inplace):
+    """Frequencies or angles that require grad, with ``q`` and ``k`` that do not: on inputs
+    larger than the small-input shortcut (the C loop and the blocks record no gradient) the
+    rotation takes the differentiable path, and in place on the small ones it reads a copy of
+    the pairs autograd keeps; the gradient is the elementwise form's."""
+    from posenc.fast.tables import Angles, rope_angles
+
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 8, 64, 64), torch.randn(2, 4, 64, 64)  # k no larger than the shortcut
+    assert q.numel() > fr._SMALL >= k.numel()
+    positions = torch.arange(64) * 3
+    table = rope_angles(positions, 64, base=500.0).table.clone().requires_grad_()
+    inv = rope.rope_inv_freq(64, 500.0).float().requires_grad_()
+    for kind in ("inv_freq", "angles"):
+        if kind == "angles":
+            leaf, args, kwargs = table, (Angles(table),), {}
+        else:
+            leaf, args, kwargs = inv, (positions,), {"inv_freq": inv}
+        rq, rk = fr.rope_qk(q.clone(), k.clone(), *args, layout="half", inplace=inplace, **kwargs)
+        assert rq.requires_grad and rk.requires_grad
+        (rq.square().sum() + rk.sum()).backward()
+        got, leaf.grad = leaf.grad.clone(), None
+        if kind == "angles":
+            cos, sin = table[0, :, 0], table[0, :, 1]
+        else:
+            angles = positions.float()[:, None] * inv
+            cos, sin = angles.cos(), angles.sin()
+        want_q = fr._elementwise(q, cos, sin, "half")
+        want_k = fr._elementwise(k, cos, sin, "half")
+        (want_q.square().sum() + want_k.sum()).backward()
+        # summed in another order than the elementwise form's: float32's rounding apart
+        torch.testing.assert_close(got, leaf.grad, rtol=1e-4, atol=1e-6 * float(got.abs().max()))
+
+
+def test_the_c_loop_refuses_what_needs_a_gradient():
+    if not cpu_kernel.available():
+        pytest.skip("no C compiler here")
+    x = torch.randn(2, 4, 40, 8)
+    with pytest.raises(ValueError, match="records no gradient"):
+        fr.rope_c(x.requires_grad_())
+    with pytest.raises(ValueError, match="records no gradient"):
+        fr.rope_c(torch.randn(2, 4, 40, 8), inv_freq=torch.ones(4, requires_grad=True))

@@ -118,8 +118,10 @@ anything at that size, and bit for bit the reference."""
 # --- arguments and tables ---------------------------------------------------------------------
 
 
-def _needs_grad(x: torch.Tensor) -> bool:
-    return torch.is_grad_enabled() and x.requires_grad
+def _needs_grad(*tensors: torch.Tensor) -> bool:
+    """Whether autograd records a computation from ``tensors`` (x, or the tables of learned
+    frequencies or angles)."""
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
 # --- the textbook forms -----------------------------------------------------------------------
@@ -539,7 +541,7 @@ def rope_blocked(
     budget = _check_budget(block_elements)
     args = _Args(x, positions, base, inv_freq, layout)
     tables = _tables(args)
-    if args.out_shape != x.shape or _needs_grad(x):  # broadcasting positions, or autograd
+    if args.out_shape != x.shape or _needs_grad(x, tables.cos):  # broadcasting, or autograd
         return _complex(args.x.expand(args.out_shape), tables.rot, args.layout)
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if x.numel():
@@ -572,7 +574,8 @@ def rope_c(
 
     Raises:
         TypeError, ValueError: as :func:`posenc.rope.apply_rope`; ValueError for a device
-            other than the CPU, another dtype, or positions with leading dimensions.
+            other than the CPU, another dtype, positions with leading dimensions, or ``x`` or
+            ``inv_freq`` that requires grad while autograd records (the loop has no backward).
         RuntimeError: when the kernel is not available (``cpu_kernel.status()`` says why).
 
     Example:
@@ -591,6 +594,11 @@ def rope_c(
             f"positions must be one row [T] for the C kernel, got shape {tuple(args.p.shape)}"
         )
     tables = _tables(args)
+    if _needs_grad(x, tables.cos):
+        raise ValueError(
+            "the C kernel records no gradient: x and inv_freq must not require grad here "
+            "(posenc.fast.apply_rope takes them by a differentiable path)"
+        )
     src = x.contiguous()
     out = torch.empty_like(src)
     cpu_kernel.rotate(src, out, tables.cos, tables.sin, args.layout)
@@ -711,9 +719,12 @@ def _inplace(args: _Args, tables: _Tables | None = None) -> None:
     x = args.x
     tables = _tables(args) if tables is None else tables
     if args.transformed or x.numel() <= _SMALL or x.device.type not in ("cpu", "cuda"):
-        x.copy_(_elementwise(x, tables.cos, tables.sin, args.layout))
-    elif _needs_grad(x):  # autograd records the copy; the rotation reads a copy of x, since
-        # its half-layout split is a view that autograd refuses once x is overwritten
+        # learned tables: autograd keeps the pairs of x it multiplied, so they are read from a
+        # copy that the write below leaves alone
+        src = x.clone() if _needs_grad(tables.cos) else x
+        x.copy_(_elementwise(src, tables.cos, tables.sin, args.layout))
+    elif _needs_grad(x, tables.cos):  # autograd records the copy; the rotation reads a copy of x,
+        # since its half-layout split is a view that autograd refuses once x is overwritten
         x.copy_(_complex(x.clone(), tables.rot, args.layout))
     else:
         _rotate_best(x, x, tables, args.layout)
@@ -765,7 +776,7 @@ def _fastest(args: _Args, tables: _Tables | None = None) -> torch.Tensor:
     tables = _tables(args) if tables is None else tables
     if args.transformed or x.numel() <= _SMALL or x.device.type not in ("cpu", "cuda"):
         return _elementwise(x, tables.cos, tables.sin, args.layout)  # broadcasts as it goes
-    if args.out_shape != x.shape or _needs_grad(x):  # broadcasting positions, or autograd
+    if args.out_shape != x.shape or _needs_grad(x, tables.cos):  # broadcasting, or autograd
         return _complex(x.expand(args.out_shape), tables.rot, args.layout)
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     _rotate_best(x, out, tables, args.layout)
