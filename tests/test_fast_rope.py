@@ -828,6 +828,7 @@ def test_learned_frequencies_and_angles_keep_their_gradient_on_large_inputs(inpl
     torch.manual_seed(0)
     q, k = torch.randn(2, 8, 64, 64), torch.randn(2, 4, 64, 64)  # k no larger than the shortcut
     assert q.numel() > fr._SMALL >= k.numel()
+    wq, wk = torch.randn(q.shape), torch.randn(k.shape)  # a rotation keeps norms: weigh it
     positions = torch.arange(64) * 3
     table = rope_angles(positions, 64, base=500.0).table.clone().requires_grad_()
     inv = rope.rope_inv_freq(64, 500.0).float().requires_grad_()
@@ -838,7 +839,7 @@ def test_learned_frequencies_and_angles_keep_their_gradient_on_large_inputs(inpl
             leaf, args, kwargs = inv, (positions,), {"inv_freq": inv}
         rq, rk = fr.rope_qk(q.clone(), k.clone(), *args, layout="half", inplace=inplace, **kwargs)
         assert rq.requires_grad and rk.requires_grad
-        (rq.square().sum() + rk.sum()).backward()
+        ((rq * wq).sum() + (rk * wk).sum()).backward()
         got, leaf.grad = leaf.grad.clone(), None
         if kind == "angles":
             cos, sin = table[0, :, 0], table[0, :, 1]
@@ -847,7 +848,7 @@ def test_learned_frequencies_and_angles_keep_their_gradient_on_large_inputs(inpl
             cos, sin = angles.cos(), angles.sin()
         want_q = fr._elementwise(q, cos, sin, "half")
         want_k = fr._elementwise(k, cos, sin, "half")
-        (want_q.square().sum() + want_k.sum()).backward()
+        ((want_q * wq).sum() + (want_k * wk).sum()).backward()
         # summed in another order than the elementwise form's: float32's rounding apart
         torch.testing.assert_close(got, leaf.grad, rtol=1e-4, atol=1e-6 * float(got.abs().max()))
 

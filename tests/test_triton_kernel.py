@@ -617,20 +617,21 @@ from posenc.fast import triton as tr
 kernel = tr._kernel(False)
 names = kernel.arg_names
 found = {}
-for layout, warps, table in itertools.product(("half", "interleaved"), (2, 4, 8), (False, True)):
+builds = itertools.product(("half", "interleaved"), (2, 4, 8), (False, True), (32,))
+for layout, warps, table, n_q in (*builds, ("half", 4, True, 4096)):
     pointers = dict.fromkeys(("q", "q_out", "k", "k_out"), "*bf16")
     pointers |= {"pos": "*fp32" if table else "*i64", "inv_freq": "*fp32"}
     constants = dict(
         HAS_POS=not table, INTERLEAVED=layout == "interleaved", INVERSE=False, F64=False,
         LIBDEVICE=True, BY_HAND=False, BLOCK_HQ=32, BLOCK_HK=8, BLOCK_HALF=64, TABLE=table,
-        n_q=32, n_k=8, half=64,  # Llama 3 8B's heads, as a model always passes them
+        n_q=n_q, n_k=8, half=64,  # Llama 3 8B's heads, as a model always passes them
         q_sd=1, qo_sd=1, k_sd=1, ko_sd=1,  # Triton makes a stride of 1 a constant at launch
     )
     signature = {
         n: pointers.get(n, "constexpr" if n in constants else "i64" if n == "offset" else "i32")
         for n in names
     }
-    # as Triton marks them at launch: pointers, strides and D/2 = 64 divisible by 16
+    # as Triton marks them at launch: pointers and strides divisible by 16
     aligned = [n for n in names if n in pointers or n.endswith(("_sb", "_sh", "_st"))]
     source = ASTSource(
         fn=kernel,
@@ -640,7 +641,7 @@ for layout, warps, table in itertools.product(("half", "interleaved"), (2, 4, 8)
     )
     options = {"enable_fp_fusion": False, "num_warps": warps}
     ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
-    found[f"{layout}, {warps} warps" + (", table" if table else "")] = ptx
+    found[f"{layout}, {warps} warps" + (", table" if table else "") + f", {n_q} heads"] = ptx
 json.dump(found, sys.stdout)
 """
 
@@ -656,9 +657,10 @@ def test_compiles_for_a_gpu_as_intended(monkeypatch):
     thread that holds a head's copy of the pair (4 to 12 times as many); and every load of q
     and of k (one tile each for a model's 32 and 8 heads: the heads are compile-time
     constants, so no masked load for a tile past the last one remains) comes before them,
-    so that the data are on the way while they are made. Handed a table of angles, the
-    kernel makes none: no float64 arithmetic at all. (In a process of its own: Triton reads ``TRITON_INTERPRET`` once, when it is
-    imported.)"""
+    so that the data are on the way while they are made. Many tiles of heads take a loop,
+    not as many copies of its body. Handed a table of angles, the
+    kernel makes none: no float64 arithmetic at all. (In a process of its own: Triton reads
+    ``TRITON_INTERPRET`` once, when it is imported.)"""
     pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend compiles it")
     monkeypatch.delenv("TRITON_INTERPRET")
     done = subprocess.run(
@@ -666,6 +668,10 @@ def test_compiles_for_a_gpu_as_intended(monkeypatch):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     everything = json.loads(done.stdout)
+    # 4,096 heads of q (128 tiles) in a loop at run time, not unrolled: about as long a build
+    many = everything.pop("half, 4 warps, table, 4096 heads")
+    assert len(many) < 1.5 * len(everything["half, 4 warps, table, 32 heads"])
+    everything = {build.removesuffix(", 32 heads"): ptx for build, ptx in everything.items()}
     tables = {build: ptx for build, ptx in everything.items() if build.endswith("table")}
     assert len(tables) == 6 and not any(".f64" in ptx for ptx in tables.values())
     found = {build: ptx for build, ptx in everything.items() if build not in tables}
@@ -1178,3 +1184,21 @@ def test_angles_given_where_positions_are_asked_for_are_refused_by_name(name):
     call = getattr(tr if name == "rope_triton" else kernels, name)
     with pytest.raises(TypeError, match=r"taken by posenc\.fast\.rope_qk and rope_qk_triton"):
         call(torch.randn(2, 3, 4, 8), rope_angles(torch.arange(4), 8))
+
+
+def test_three_dims_share_a_few_builds_and_rotate_as_the_oracle():
+    """``x [N, T, D]`` (batch and heads flattened) is taken as ``[N / h, h, T, D]``, ``h`` the
+    largest power of two dividing ``N`` within a tile: the kernel, which compiles for its
+    number of heads, builds once for every ``N`` of the same ``h``; positions ``[T]`` and
+    per-row ``[N, T]`` rotate as the oracle has it."""
+    assert {tr._bhtd(torch.empty(n, 5, 16)).shape[1] for n in (2, 6, 10, 14)} == {2}
+    assert tr._bhtd(torch.empty(96, 5, 128)).shape[:2] == (3, 32)
+    assert tr._bhtd(torch.empty(1024, 5, 128)).shape[:2] == (32, 32)  # a tile: 32 heads of 128
+    assert tr._bhtd(torch.empty(0, 5, 16)).shape == (0, 1, 5, 16)
+    torch.manual_seed(4)
+    x = torch.randn(12, 5, 16)
+    rows = torch.arange(5) * 7 + 300 * torch.arange(12)[:, None]  # [N, T]: one row per x row
+    for positions in (None, torch.arange(5) + 40, rows):
+        for layout in LAYOUTS:
+            got = tr.rope_triton(x, positions, layout=layout, offset=3)
+            assert torch.equal(got, _oracle(x, positions, 3, layout))

@@ -99,16 +99,22 @@ def store_tile(at, x1, x2, c, s, h0, n_heads, half, d_h, d_d, INTERLEAVED: tl.co
 def rotate_heads(src, dst, x1, x2, c, s, n_heads: tl.constexpr, half: tl.constexpr,
                  s_h, s_d, d_h, d_d, INTERLEAVED: tl.constexpr, BLOCK_H: tl.constexpr,
                  BLOCK_HALF: tl.constexpr, BY_HAND: tl.constexpr):  # fmt: skip
-    # every tile of heads in turn, the first (x1, x2) loaded by the caller: each pass stores
-    # one tile and loads the next, if there is one. The numbers of heads and pairs are
-    # compile-time constants (a model's are fixed), so the loop is unrolled and the masks of
-    # whole tiles vanish: a decoding step's program is a fifth shorter
-    for h0 in tl.static_range(0, n_heads, BLOCK_H):
-        store_tile(dst, x1, x2, c, s, h0, n_heads, half, d_h, d_d,
-                   INTERLEAVED, BLOCK_H, BLOCK_HALF, BY_HAND)  # fmt: skip
-        if h0 + BLOCK_H < n_heads:
-            x1, x2 = load_tile(src, h0 + BLOCK_H, n_heads, half, s_h, s_d,
+    # the numbers of heads and pairs are compile-time constants (a model's are fixed): with one
+    # tile of heads, a model's usual case, no loop and no load past it remain, and the masks of
+    # a whole tile vanish (a decoding step's program is a fifth shorter). Several tiles are
+    # taken in turn by a loop at run time, each pass storing one tile and loading the next
+    # (past the last head its mask is empty): unrolled, a large count would compile for long
+    if n_heads > BLOCK_H:
+        h0 = 0
+        while h0 < n_heads:
+            store_tile(dst, x1, x2, c, s, h0, n_heads, half, d_h, d_d,
+                       INTERLEAVED, BLOCK_H, BLOCK_HALF, BY_HAND)  # fmt: skip
+            h0 += BLOCK_H
+            x1, x2 = load_tile(src, h0, n_heads, half, s_h, s_d,
                                INTERLEAVED, BLOCK_H, BLOCK_HALF)  # fmt: skip
+    elif n_heads > 0:
+        store_tile(dst, x1, x2, c, s, 0, n_heads, half, d_h, d_d,
+                   INTERLEAVED, BLOCK_H, BLOCK_HALF, BY_HAND)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["offset"])  # a new offset every decoding step: one build

@@ -169,9 +169,10 @@ _CONSTEXPRS = (
 )  # fmt: skip
 """The kernel's compile-time parameters, in the order of its signature (after the others). The
 numbers of heads of q and k and of pairs per head are compile-time constants too, passed among
-the others: a model's never change, and with them fixed the loop over tiles of heads unrolls
-and the masks of whole tiles vanish (on an H100 at a decoding step, 2 to 8% faster; at B=1,
-T=4,096, D=128 with the angles read, 7%)."""
+the others: a model's never change, and with them fixed, heads that fit one tile (a model's
+usual case) take no loop and the masks of a whole tile vanish (on an H100 at a decoding step,
+2 to 8% faster; at B=1, T=4,096, D=128 with the angles read, 7%). ``[N, T, D]`` inputs are
+split so that every ``N`` shares a few builds (:func:`_bhtd`)."""
 
 
 def _launch(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse) -> None:
@@ -236,13 +237,18 @@ def _is_table(pos) -> bool:
     return pos is not None and pos.is_floating_point()
 
 
+def _heads_per_tile(dim: int) -> int:
+    """Head rows of ``D`` features in one tile of at most :data:`_TILE` elements (a power of
+    two)."""
+    return max(1, _TILE // (2 * _pow2(dim // 2)))
+
+
 @functools.lru_cache(maxsize=256)
 def _blocks(n_q: int, n_k: int, dim: int) -> tuple[int, int, int]:
     """``(BLOCK_HQ, BLOCK_HK, BLOCK_HALF)``: heads of q and of k per tile, pairs per head row
     (powers of two, a tile at most :data:`_TILE` elements)."""
-    block_half = _pow2(dim // 2)
-    heads_per_tile = max(1, _TILE // (2 * block_half))
-    return min(_pow2(n_q), heads_per_tile), min(_pow2(max(n_k, 1)), heads_per_tile), block_half
+    heads_per_tile = _heads_per_tile(dim)
+    return min(_pow2(n_q), heads_per_tile), min(_pow2(max(n_k, 1)), heads_per_tile), _pow2(dim // 2)
 
 
 def _by_triton(kernel, grid, args, consts, interleaved):
@@ -484,10 +490,18 @@ def _call(name, *tensors_and_args, grad=False):
 
 
 def _bhtd(x: torch.Tensor) -> torch.Tensor | None:
-    """``x [..., T, D]`` as a ``[B, H, T, D]`` view (no copy), or None if its strides forbid."""
+    """``x [..., T, D]`` as a ``[B, H, T, D]`` view (no copy), or None if its strides forbid.
+
+    ``[N, T, D]`` (often batch and heads flattened) becomes ``[N / h, h, T, D]``, ``h`` the
+    largest power of two that divides ``N`` and fits one tile: the kernel compiles for its
+    number of heads, so every ``N`` shares the same few builds."""
     if x.dim() == 4:
         return x
-    if x.dim() < 4:
+    if x.dim() == 3:
+        n = x.shape[0]
+        h = max(1, min(n & -n, _heads_per_tile(x.shape[-1])))  # n & -n: 2 ** (trailing zeros)
+        return x.view(n // h, h, *x.shape[1:])
+    if x.dim() < 3:
         return x[(None,) * (4 - x.dim())]
     try:
         return x.view(-1, *x.shape[-3:])
@@ -604,7 +618,7 @@ def _positions_rows(positions, x4: torch.Tensor, x_shape) -> torch.Tensor | str 
     ):
         return p  # [B or 1, 1, T] for [B, H, T, D], as a model passes them: no view to make
     wide = _spread(p, x_shape)
-    rows = wide.reshape(-1, *x4.shape[1:3]) if wide.dim() > 3 else wide[(None,) * (3 - wide.dim())]
+    rows = wide.reshape(x4.shape[:-1])  # [B, H, T], as x4 lays out x's leading dims
     if rows.shape[1] > 1 and rows.stride(1) != 0:
         return "heads"
     return rows[:, 0]
