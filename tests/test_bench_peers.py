@@ -340,6 +340,17 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
     assert min(against) >= 0.9  # the targets' bar where Liger's beats the copy, as it does here
     lo, hi = f"{min(against):.2f}", f"{max(against):.2f}"
     says(f"runs at {lo} to {hi} of Liger's speed in these three cases, above the 0.9 its targets")
+
+    # the sizes the prose gives: q (32 heads) and k (8) in bf16, the angles' table in float32
+    def mb(batch, length, dim, heads=40, nbytes=2):
+        return batch * length * heads * dim * nbytes / 1e6
+
+    says(f"a table of {mb(8, 4096, 64, heads=2, nbytes=4):.0f} MB at B=8")
+    says(f"beside {round(2 * mb(8, 4096, 128), -1):.0f} MB of $q$ and $k$ read and written")
+    says(
+        f"$q$ and $k$ ({mb(1, 4096, 64):.0f} and {mb(1, 4096, 128):.0f} MB) fit in the GPU's 50 MB"
+    )
+    says(f"$q$ and $k$ hold {mb(64, 1, 128) * 1e6 / 1024:.0f} KB")
     says(f"comes to {lo} to {hi} of its speed when a model makes")
     # host time per call: posenc's the shortest in every case, by the ranges quoted
     for case in dict.fromkeys(r["case"] for r in pick()):
