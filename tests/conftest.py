@@ -52,3 +52,15 @@ def hub_env(hub_server, hub_cache, monkeypatch) -> local_hub.LocalHub:
     monkeypatch.setenv("POSENC_CACHE_DIR", str(hub_cache))
     shutil.rmtree(hub_cache / "llama-3.2-1b-embed-rows", ignore_errors=True)
     return hub_server
+
+
+@pytest.fixture(autouse=True)
+def no_calls_remembered():
+    """Each test starts with no remembered call of posenc's fast path (``_PLANS`` in
+    ``posenc.fast.triton``): a test that patches where calls go must not meet a call
+    remembered before the patch, which a program never changes."""
+    from posenc.fast import triton
+
+    triton._PLANS.clear()
+    yield
+    triton._PLANS.clear()

@@ -9,6 +9,10 @@ posenc's direct launch wherever posenc's key says a compiled kernel serves it; w
 launcher then receives must be exactly what Triton's own launch of the second call gives it:
 the same compiled kernel, grid, stream and arguments. Prints how many launches were direct.
 Run without ``TRITON_INTERPRET`` set: Triton reads it once, when it is imported.
+
+The same stand-in checks remembered calls (``check_a_remembered_call_launches_as_its_checks_
+would``, with CPU tensors taken through the GPU's launch path): a call after one alike hands
+the launcher what it hands it when nothing is remembered.
 """
 
 from __future__ import annotations
@@ -20,11 +24,15 @@ import sys
 import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from test_remembered_calls import ANGLES as ANGLES_CALL
+from test_remembered_calls import CALLS, CHANGES, ENTRIES, _arguments
+from test_remembered_calls import MODEL as MODEL_CALL
 from triton import knobs
 from triton.backends.compiler import GPUTarget
 from triton.runtime.driver import driver
 
 from posenc.fast import triton as tr
+from posenc.fast.tables import Angles
 from posenc.rope import rope_inv_freq
 
 LAUNCHES: list[tuple] = []
@@ -185,6 +193,121 @@ def check_a_direct_launch_is_the_launch_triton_makes(spec, change, first, second
     if hooked:  # the hook is handed the metadata, as Triton hands it
         assert ours[7] is not None and ours[6] is not None
         hooks.append(direct[-1])
+
+
+# --- calls remembered: a call alike to one made before, launched as its own checks would ----
+
+
+def on_the_gpu_s_path() -> None:
+    """CPU tensors taken by posenc as a GPU's: the kernel compiled for the GPU target and
+    launched by the stand-in driver, not run by Triton's interpreter."""
+    from posenc.fast import kernels
+
+    tr._INTERPRETED_DEVICES = ()
+    tr._runs_here = lambda device: True
+    kernels._TRITON_DEVICES = ("cpu",)
+    kernels.triton_available = lambda device="cuda": True
+    torch.cuda.current_device = lambda: None  # a CPU tensor's device index
+
+
+def misaligned(t, shift: int):
+    """``t``'s values, shape and strides, ``shift`` elements further into a storage."""
+    if t is None or shift == 0:
+        return t
+    span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
+    storage = torch.zeros(t.storage_offset() + span + shift, dtype=t.dtype)
+    moved = storage.as_strided(t.shape, t.stride(), t.storage_offset() + shift)
+    moved.copy_(t)
+    return moved
+
+
+def outcome(call, seed, shifts):
+    """The launch a call makes (each tensor by its role in the call), or its error."""
+    q, k, positions, kwargs = _arguments(call, seed)
+    if call["memory"] == "apart":
+        q, k = misaligned(q, shifts[0]), misaligned(k, shifts[1])
+    if isinstance(positions, torch.Tensor):
+        positions = misaligned(positions, shifts[2])
+    LAUNCHES.clear()
+    try:
+        result = ENTRIES[call["entry"]](q, k, positions, **kwargs)
+    except (TypeError, ValueError, RuntimeError) as error:
+        return type(error), str(error)
+    table = positions.table if isinstance(positions, Angles) else positions
+    roles = {"q": q, "k": k, "positions": table, "inv_freq": kwargs["inv_freq"],
+             "q out": result[0], "k out": result[1]}  # fmt: skip
+
+    def role(a):
+        if not isinstance(a, torch.Tensor):
+            return a
+        names = [name for name, t in roles.items() if t is a]
+        return names[0] if names else ("made by the call", a.shape, a.stride(), a.dtype)
+
+    launched = [
+        tuple(
+            role(a) if isinstance(a, torch.Tensor) else c
+            for a, c in zip(one, comparable(one), strict=True)
+        )
+        for one in LAUNCHES
+    ]
+    return launched or "no launch"
+
+
+replayed: list[bool] = []
+
+
+NONE = (0, 0, 0)  # q, k and the positions where they would be, 16-byte aligned
+
+
+MODEL_GPU = {**MODEL_CALL, "dim": 128}  # at D=128 Triton vectorizes: alignment matters
+
+
+# one field changed where that changes the launch but not the checks' verdict
+@example(MODEL_GPU, None, NONE, False)
+@example(MODEL_GPU, None, (1, 0, 0), False)  # q off 16 bytes: compiled apart
+@example(MODEL_GPU, None, (0, 8, 0), True)  # k off 16 bytes; a profiler's hook
+@example(MODEL_GPU, ("q_view", "contiguous"), NONE, False)  # q's strides alone
+@example(MODEL_GPU, ("k_view", "contiguous"), NONE, False)  # k's strides alone
+@example(MODEL_GPU, ("positions", "[B, 1, T] every other"), NONE, False)
+@example({**MODEL_GPU, "offset": 5}, None, NONE, False)  # the call's own offset
+@example({**MODEL_GPU, "offset": 5}, ("offset", 2**31), NONE, False)  # an offset of 64 bits
+@example(MODEL_GPU, ("inplace", False), NONE, False)
+@example(MODEL_GPU, ("memory", "k inside q"), NONE, False)  # refused
+@example(ANGLES_CALL, None, NONE, False)
+@example(ANGLES_CALL, ("positions", "angles laid out otherwise"), NONE, False)
+@given(
+    first=st.one_of(st.just(MODEL_CALL), CALLS),
+    change=CHANGES,
+    shifts=st.lists(st.sampled_from([0, 1, 8]), min_size=3, max_size=3),
+    hooked=st.booleans(),
+)
+def check_a_remembered_call_launches_as_its_checks_would(first, change, shifts, hooked):
+    """A call made after one alike (or after one that differs in one field) hands the
+    launcher what it hands it when nothing is remembered: the same compiled kernel, grid,
+    stream, integers, and tensors in the same roles; or it raises the same error."""
+    second = first if change is None else {**first, change[0]: change[1]}
+    listen(hooked)
+    tr._PLANS.clear()
+    for seed in (0, 2):  # Triton compiles the first; the second is launched directly
+        outcome(first, seed, (0, 0, 0))
+    fired = []
+    fire = tr._fire
+    tr._fire = lambda *a: fired.append(1) or fire(*a)
+    run_compiled = tr._run_compiled
+    tr._run_compiled = lambda *a: fired.append(0) or run_compiled(*a)
+    try:
+        remembered = outcome(second, 4, shifts)
+    finally:
+        tr._fire, tr._run_compiled = fire, run_compiled
+    replayed.append(fired == [1])  # served by the plan's direct launch alone
+    plan_key = tr._plan_key
+    tr._plan_key = lambda *a: None
+    try:
+        alone = outcome(second, 4, shifts)
+    finally:
+        tr._plan_key = plan_key
+        listen(False)
+    assert remembered == alone, (remembered, alone)
 
 
 if __name__ == "__main__":

@@ -111,3 +111,81 @@ def test_other_triton_versions_and_gpus_keep_their_own_launch(version, monkeypat
     assert tr._launcher_known(built_for("cuda"))
     assert not tr._launcher_known(built_for("hip"))  # AMD: tensors over 2 GB compiled apart
     assert not tr._launcher_known(None)  # what Triton returned was not a compiled kernel
+
+
+def _fake_gpu(script: str, *args: str) -> str:
+    """Run ``script`` with the stand-in driver of ``fake_gpu_launch.py`` importable; its
+    last line of output."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    paths = [str(SCRIPT.parent), str(SCRIPT.parent.parent), env.get("PYTHONPATH")]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=600, env=env
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout.splitlines()[-1]
+
+
+def _launch_path_checked():
+    pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend compiles it")
+    import triton
+
+    major, minor = (int(p) for p in triton.__version__.split(".")[:2])
+    first, last = tr._LAUNCHER_VERSIONS
+    if not first <= (major, minor) <= last:
+        pytest.skip(f"Triton {triton.__version__}: posenc keeps Triton's own launch there")
+
+
+def test_a_remembered_call_launches_as_its_checks_would():
+    """``rope_qk`` and ``rope_qk_triton`` called as a model calls them on a GPU (taken through
+    the GPU's launch path here): a call after one alike, or after one that differs in one
+    field (strides of q, of k, of the positions; an offset of 64 bits; pointers off 16
+    bytes; angles laid out otherwise; arguments that are refused), hands the launcher
+    exactly what it hands it when nothing is remembered, or raises the same error; and calls
+    alike are served by the remembered direct launch alone."""
+    _launch_path_checked()
+    found = json.loads(_fake_gpu(_RUN_REMEMBERED, "25"))
+    assert found["calls"] >= 25 and found["replayed"] >= 8
+
+
+_RUN_REMEMBERED = """
+import json, sys
+import fake_gpu_launch as f
+from hypothesis import settings
+
+f.driver.set_active(f.FakeCuda())
+f.on_the_gpu_s_path()
+runs = settings(max_examples=int(sys.argv[1]), deadline=None, database=None, derandomize=True)
+runs(f.check_a_remembered_call_launches_as_its_checks_would)()
+print(json.dumps({"calls": len(f.replayed), "replayed": sum(f.replayed)}))
+"""
+
+
+_MISALIGNED = """
+import json
+import fake_gpu_launch as f
+from posenc.fast import triton as tr
+
+f.driver.set_active(f.FakeCuda())
+f.on_the_gpu_s_path()
+served = []
+for shifts in [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (0, 0, 0)]:
+    tr._PLANS.clear()
+    for seed in (0, 2):
+        f.outcome(f.MODEL_GPU, seed, (0, 0, 0))  # compiled, then remembered
+    run_compiled, ran = tr._run_compiled, []
+    tr._run_compiled = lambda *a: ran.append(1) or run_compiled(*a)
+    f.outcome(f.MODEL_GPU, 4, shifts)
+    tr._run_compiled = run_compiled
+    served.append("direct" if not ran else "by its key")
+print(json.dumps(served))
+"""
+
+
+def test_a_remembered_call_off_16_bytes_goes_where_its_key_sends_it():
+    """Triton compiles apart calls whose pointers are or are not 16-byte aligned: a call
+    alike to a remembered one but for a pointer off 16 bytes (q's, k's or the positions')
+    is not served by the remembered launch, but by the compiled kernel its full key picks."""
+    _launch_path_checked()
+    served = json.loads(_fake_gpu(_MISALIGNED))
+    assert served == ["direct", "by its key", "by its key", "by its key", "direct"]

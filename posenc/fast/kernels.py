@@ -74,6 +74,7 @@ from posenc.fast.triton import (
     _angle_table,
     _check_qk,
     _checked_qk,
+    _remembered,
     rope_triton,
     triton_available,
 )
@@ -838,6 +839,10 @@ def rope_qk(
         >>> torch.allclose(rope_qk(q, k, angles)[0], rq, atol=1e-5)  # torch's cos: 1 ulp off
         True
     """
+    return _remembered(_rope_qk, q, k, positions, base, inv_freq, layout, inplace, offset)
+
+
+def _rope_qk(q, k, positions, base, inv_freq, layout, inplace, offset):
     check_bool("inplace", inplace)
     if _fuses(q, k, positions, inv_freq):  # q and k checked as rope_qk_triton checks them
         return _checked_qk(q, k, positions, base, inv_freq, layout, inplace, offset)

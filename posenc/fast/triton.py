@@ -29,7 +29,11 @@ offset into a KV cache). The kernel takes all of that as it is:
 - **little host work at all**: once Triton has compiled the kernel for a kind of call,
   posenc hands later calls of that kind to the compiled kernel's launcher itself, with the
   arguments Triton would pass, and skips Triton's own launch path (about 20 µs of Python a
-  call, more than the kernel's time at a decoding step);
+  call, more than the kernel's time at a decoding step); and a call of ``rope_qk`` alike to
+  one made before (the same shapes, strides, dtypes, devices and flags, as every layer's
+  call at every step of a model is) skips the checks and the assembly of its launch too,
+  and makes the launch that one made with its own tensors (``tests/test_triton_launch.py``
+  checks that the launcher receives what it receives when nothing is remembered);
 - **training**: the backward is the same kernel turning the other way, through a plain
   ``torch.autograd.Function`` in eager mode and through ops registered with
   ``torch.library`` under ``torch.compile`` (``fullgraph=True``).
@@ -56,6 +60,10 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import threading
+from collections.abc import Callable
+from operator import itemgetter
+from typing import NamedTuple
 
 import torch
 
@@ -175,6 +183,11 @@ usual case) take no loop and the masks of a whole tile vanish (on an H100 at a d
 split so that every ``N`` shares a few builds (:func:`_bhtd`)."""
 
 
+_INTERPRETED_DEVICES = ("cpu",)
+"""Device types whose launches go to Triton's interpreter (a test of the GPU's launch path on
+a CPU empties it)."""
+
+
 def _launch(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse) -> None:
     """Rotate ``q [B, H, T, D]`` into ``q_out`` (and ``k`` into ``k_out``) in one launch.
 
@@ -184,9 +197,12 @@ def _launch(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse) -> 
     rounds it to the angle dtype, float64 for float64 q and float32 otherwise, as
     ``Tensor.to`` does; not read with a table); ``k`` may be None.
     """
+    tape = getattr(_TAPE, "calls", None)
+    if tape is not None:  # a call being remembered (see _remembered)
+        tape.append(("launch", q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse))
     if q.shape[0] * q.shape[2] == 0:
         return
-    interpret = q.device.type == "cpu"
+    interpret = q.device.type in _INTERPRETED_DEVICES
     call = _arguments(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse, interpret)
     if interpret:
         _by_triton(_kernel(True), *call, interleaved)
@@ -288,20 +304,30 @@ def _run_compiled(index: int, grid: int, args: tuple, consts: tuple, interleaved
         consts,
         args[6:8],
         args[9:],
-        -(2**31) <= offset < 2**31,
-        offset < 2**63,
+        *_offset_width(offset),
         q.dtype, q_out.dtype, k.dtype, k_out.dtype, pos.dtype, freqs.dtype,
         q.data_ptr() % 16 == 0, q_out.data_ptr() % 16 == 0, k.data_ptr() % 16 == 0,
         k_out.data_ptr() % 16 == 0, pos.data_ptr() % 16 == 0, freqs.data_ptr() % 16 == 0,
     )  # fmt: skip
     compiled = _COMPILED.get(key)
+    tape = getattr(_TAPE, "calls", None)
     if compiled is None:
+        if tape is not None:
+            tape.append(("triton",))
         compiled = _by_triton(_kernel(False), grid, args, consts, interleaved)
         if _launcher_known(compiled):
             if len(_COMPILED) >= 4096:  # many shapes seen: start again
                 _COMPILED.clear()
             _COMPILED[key] = compiled
         return
+    if tape is not None:
+        tape.append(("direct", compiled, grid, args, consts))
+    _fire(compiled, index, grid, args, consts)
+
+
+def _fire(compiled, index: int, grid: int, args: tuple, consts: tuple) -> None:
+    """Launch ``compiled`` on GPU ``index`` (the current device) by its own launcher, as
+    Triton launches it: on the current stream, with the launch hooks Triton keeps."""
     hooks, driver = _launch_state()
     stream = driver.active.get_current_stream(index)
     everything = (*args, *consts)  # as Triton passes them: every parameter, in order
@@ -484,6 +510,187 @@ def _call(name, *tensors_and_args, grad=False):
     if grad:
         return _Rotation.apply(name, *tensors_and_args)
     return _IMPLS[name](*tensors_and_args)
+
+
+# --- calls remembered ---------------------------------------------------------------------------
+# At a decoding step the host's work is what a call costs: checking the arguments and assembling
+# the launch take longer than the kernel. What they decide (the path, the errors, the kernel's
+# arguments but for the pointers, the compiled kernel but for the pointers' alignment) depends
+# on the call's shapes, strides, dtypes, devices and flags, not on the tensors' values. So a
+# call remembers the launch it made, keyed by all of that, and a later call alike makes the same
+# launch with its own tensors, after the one check that depends on where they lie (whether q and
+# k, rotated in place, share memory).
+
+
+class _Plan(NamedTuple):
+    """The launch of a remembered call. Its tensors are picked from the call's sources,
+    ``(None, q, q_out, k, k_out, positions or the angles' table, inv_freq, const)``."""
+
+    launch: Callable  # the sources -> _launch's q, q_out, k, k_out, pos, inv_freq
+    const: torch.Tensor | None  # the default frequencies, made once on the device
+    flags: tuple[bool, bool]  # interleaved, inverse
+    direct: tuple | None  # on a GPU, as _run_compiled launched it: (compiled, grid, the
+    # sources -> the pointers, args[6:8], args[9:], consts, the sources -> each distinct
+    # pointer, whether each is 16-byte aligned, the offset's width)
+
+
+_PLANS: dict[tuple, _Plan] = {}
+"""Remembered calls, by :func:`_plan_key`."""
+
+_NO_LAUNCH = object()
+"""The plan of calls that launch nothing (on a device the kernel does not run on, or by the
+general path): their own function serves them, without a tape."""
+
+_TAPE = threading.local()
+"""``calls``: the launches of the call being remembered (None when none is)."""
+
+
+def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) -> tuple | None:
+    """Everything ``body``'s checks and launch depend on but the tensors' values and where
+    they lie, or None for a call that is not remembered: tensors that need a gradient,
+    subclasses of torch.Tensor, q on a device the kernel does not run on, q passed as k,
+    positions in Python, frequencies on the CPU (their values are checked there), arguments
+    of unusual types, or a call being compiled."""
+    if (
+        torch.compiler.is_compiling()
+        or type(q) is not torch.Tensor
+        or type(k) is not torch.Tensor
+        or not _runs_here(q.device)
+        or q is k
+        or q.requires_grad
+        or k.requires_grad
+        or type(offset) is not int
+        or type(inplace) is not bool
+        or type(layout) is not str
+        or type(base) not in (float, int)
+    ):
+        return None
+    if positions is None:
+        p = None
+    elif type(positions) is torch.Tensor:
+        p = (positions.shape, positions.stride(), positions.dtype, positions.device)
+    elif type(positions) is Angles and type(positions.table) is torch.Tensor:
+        t = positions.table
+        if t.requires_grad:
+            return None
+        p = ("angles", t.shape, t.stride(), t.dtype, t.device)
+    else:
+        return None
+    if inv_freq is None:
+        f = None
+    elif (
+        type(inv_freq) is torch.Tensor
+        and not inv_freq.requires_grad
+        and inv_freq.device.type != "cpu"
+    ):
+        f = (inv_freq.shape, inv_freq.stride(), inv_freq.dtype, inv_freq.device)
+    else:
+        return None
+    return (
+        body, q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device,
+        p, f, base, layout, inplace, offset == 0,
+    )  # fmt: skip
+
+
+def _offset_width(offset: int) -> tuple[bool, bool]:
+    """What Triton compiles an offset as: a 32-bit integer, a 64-bit one, or an unsigned one."""
+    return -(2**31) <= offset < 2**31, offset < 2**63
+
+
+def _remembered(body, q, k, positions, base, inv_freq, layout, inplace, offset):
+    """``body(q, k, positions, base, inv_freq, layout, inplace, offset)``, a function that
+    checks a call of :func:`rope_qk_triton`'s arguments and makes its one launch: the first
+    time by ``body``, later ones alike by the launch ``body`` made (see :class:`_Plan`)."""
+    call = (q, k, positions, base, inv_freq, layout, inplace, offset)
+    key = _plan_key(body, *call)
+    if key is None:
+        return body(*call)
+    plan = _PLANS.get(key)
+    if plan is _NO_LAUNCH:
+        return body(*call)
+    if plan is not None:
+        done = _replay(plan, q, k, positions, inv_freq, inplace, offset)
+        return body(*call) if done is None else done
+    outer = getattr(_TAPE, "calls", None)
+    _TAPE.calls = tape = []
+    try:
+        result = body(*call)
+    finally:
+        _TAPE.calls = outer
+    plan = _NO_LAUNCH if not tape else _plan(tape, result, *call)
+    if plan is not None:
+        if len(_PLANS) >= 4096:  # many kinds of call seen: start again
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return result
+
+
+def _plan(tape, result, q, k, positions, base, inv_freq, layout, inplace, offset):
+    """The plan of a call that made ``tape``'s launches and returned ``result``, or None when
+    its launch cannot be made again from a later call's arguments alone: more launches than
+    one, tensors made by the call (positions copied to the device, a table made contiguous),
+    or q and k one memory; or when Triton launched it, compiling (the next call alike is
+    remembered, with the compiled kernel's direct launch)."""
+    if not tape or tape[0][0] != "launch" or len(tape) > 2:
+        return None
+    launched_directly = len(tape) == 2
+    if launched_directly and tape[1][0] != "direct":
+        return None
+    if inplace and (result[0] is not q or result[1] is not k or one_memory("q", q, "k", k)):
+        return None
+    *tensors, launched_offset, freqs, interleaved, inverse = tape[0][1:]
+    if launched_offset != offset:
+        return None
+    const = None
+    if inv_freq is None and not isinstance(positions, Angles):  # frequencies made for the call
+        angle = torch.float64 if q.dtype == torch.float64 else torch.float32
+        const = _default_inv_freq(q.shape[-1], float(base), angle, q.device)
+    table = positions.table if isinstance(positions, Angles) else positions
+    sources = (None, q, result[0], k, result[1], table, inv_freq, const)
+
+    def slot(t):
+        return next((i for i, s in enumerate(sources) if s is t), None)
+
+    slots = tuple(slot(t) for t in (*tensors, freqs))
+    if None in slots:
+        return None
+    direct = None
+    if launched_directly:
+        _, compiled, grid, args, consts = tape[1]
+        pointers = tuple(slot(t) for t in args[:6])
+        if None in pointers:
+            return None
+        distinct = tuple(sorted(set(pointers)))
+        aligned = tuple(sources[i].data_ptr() % 16 == 0 for i in distinct)
+        direct = (compiled, grid, itemgetter(*pointers), args[6:8], args[9:], consts,
+                  itemgetter(*distinct, 0), aligned, _offset_width(offset))  # fmt: skip
+    return _Plan(itemgetter(*slots), const, (interleaved, inverse), direct)
+
+
+def _replay(plan: _Plan, q, k, positions, inv_freq, inplace, offset):
+    """The launch of ``plan`` with this call's tensors; ``(q_out, k_out)``, or None when the
+    call is not one the plan serves (q and k one memory, rotated once by another path)."""
+    if inplace:
+        if one_memory("q", q, "k", k):  # raises where the call's own checks raise
+            return None
+        q_out, k_out = q, k
+    else:
+        q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    table = positions.table if type(positions) is Angles else positions
+    sources = (None, q, q_out, k, k_out, table, inv_freq, plan.const)
+    if plan.direct is not None:
+        compiled, grid, pointers, sizes, rest, consts, distinct, aligned, width = plan.direct
+        index = q.device.index
+        if (
+            tuple([t.data_ptr() % 16 == 0 for t in distinct(sources)[:-1]]) == aligned
+            and _offset_width(offset) == width
+            and index == torch.cuda.current_device()
+        ):
+            _fire(compiled, index, grid, (*pointers(sources), *sizes, offset, *rest), consts)
+            return q_out, k_out
+    q_, q_out_, k_, k_out_, pos, freqs = plan.launch(sources)
+    _launch(q_, q_out_, k_, k_out_, pos, offset, freqs, *plan.flags)
+    return q_out, k_out
 
 
 # --- the public functions -----------------------------------------------------------------------
@@ -764,6 +971,10 @@ def rope_qk_triton(
         ...     rq, rk = rope_qk_triton(q, k, rows)  # [B, T]: each batch entry its positions
         ...     assert rq.shape == q.shape and rk.shape == k.shape
     """
+    return _remembered(_rope_qk_triton, q, k, positions, base, inv_freq, layout, inplace, offset)
+
+
+def _rope_qk_triton(q, k, positions, base, inv_freq, layout, inplace, offset):
     check_bool("inplace", inplace)
     _check_qk(q, k)
     return _checked_qk(q, k, positions, base, inv_freq, layout, inplace, offset)

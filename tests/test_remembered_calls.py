@@ -1,0 +1,266 @@
+"""Calls remembered by posenc's fast path (``_remembered`` in ``posenc.fast.triton``): a call
+of ``rope_qk`` or ``rope_qk_triton`` alike to one made before (shapes, strides, dtypes,
+devices, flags) is served by the launch that one made, with its own tensors, and skips the
+checks. Checked here under Triton's interpreter: the second of two calls gives what it gives
+when nothing is remembered, the same numbers, the same layout, the same error. The GPU's
+direct launch of a remembered call is checked in ``tests/test_triton_launch.py``.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import weakref
+
+import pytest
+import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from posenc import fast
+from posenc.fast import kernels
+from posenc.fast import triton as tr
+from posenc.fast.tables import Angles, rope_angles
+
+if importlib.util.find_spec("triton") is not None:
+    import triton.language  # noqa: F401  (imported before the interpreter is switched on)
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None or tr._OPS is None,
+    reason="needs Triton (its CPU interpreter runs the kernel) and torch 2.4 or later",
+)
+
+ENTRIES = {"rope_qk": fast.rope_qk, "rope_qk_triton": tr.rope_qk_triton}
+
+FIELDS = {  # each field of a call, and the values a call may take
+    "entry": tuple(ENTRIES),
+    "batch": (1, 2),
+    "heads_k": (1, 2),
+    "length": (1, 3),
+    "dim": (8, 12),
+    "dtype": (torch.float32, torch.bfloat16, torch.float64),
+    "k_dtype": ("q's", "another"),
+    "q_view": ("contiguous", "model view", "padded rows", "one projection"),
+    "k_view": ("contiguous", "model view", "padded rows", "one projection"),
+    "memory": ("apart", "k is q", "k is q's elements", "k inside q"),
+    "positions": (
+        "none",
+        "[T]",
+        "[B, T]",
+        "[B, 1, T]",
+        "[B, 1, T] every other",
+        "list",
+        "angles",
+        "angles [B]",
+        "angles laid out otherwise",
+    ),
+    "base": (10000.0, 500000.0, 10000, 1, True),
+    "inv_freq": ("none", "on the CPU"),
+    "layout": ("half", "interleaved", "diagonal"),
+    "inplace": (False, True),
+    "offset": (0, 5, 2**31),
+}
+CALLS = st.fixed_dictionaries({name: st.sampled_from(values) for name, values in FIELDS.items()})
+CHANGES = st.one_of(  # none, or one field of a call
+    st.none(),
+    st.sampled_from(list(FIELDS)).flatmap(
+        lambda name: st.tuples(st.just(name), st.sampled_from(FIELDS[name]))
+    ),
+)
+MODEL = dict(entry="rope_qk", batch=2, heads_k=2, length=3, dim=8, dtype=torch.bfloat16,
+             k_dtype="q's", q_view="model view", k_view="model view", memory="apart",
+             positions="[B, 1, T]", base=500000.0, inv_freq="none", layout="half",
+             inplace=True, offset=0)  # fmt: skip
+"""A model's call; its q and k have the same heads, strides and dtype, so that a call that
+differs from it in one field differs in one respect only."""
+ANGLES = {**MODEL, "positions": "angles", "base": 10000.0}
+ONE_PROJECTION = {**MODEL, "q_view": "one projection", "k_view": "one projection", "heads_k": 1}
+
+
+def _heads(call, view, n, dtype, seed):
+    b, t, d = call["batch"], call["length"], call["dim"]
+    g = torch.Generator().manual_seed(seed)
+    if view == "one projection":  # heads cut from [B, T, 4, D] (q's 2, then k's), transposed
+        return torch.randn(b, t, 4, d, generator=g).to(dtype)[:, :, 4 - n :].transpose(1, 2)
+    if view == "model view":  # [B, T, H, D] transposed, as a projection is
+        return torch.randn(b, t, n, d, generator=g).to(dtype).transpose(1, 2)
+    if view == "padded rows":  # each row inside a wider one
+        return torch.randn(b, n, t, d + 4, generator=g).to(dtype)[..., 2 : d + 2]
+    return torch.randn(b, n, t, d, generator=g).to(dtype)
+
+
+def _arguments(call, seed):
+    """The arguments of ``call``, the same values for the same seed."""
+    q = _heads(call, call["q_view"], 2, call["dtype"], seed)
+    k_dtype = call["dtype"]
+    if call["k_dtype"] == "another":
+        k_dtype = torch.bfloat16 if k_dtype == torch.float32 else torch.float32
+    k = {
+        "apart": lambda: _heads(call, call["k_view"], call["heads_k"], k_dtype, seed + 1),
+        "k is q": lambda: q,
+        "k is q's elements": lambda: q[:, :],  # another tensor, the same elements
+        "k inside q": lambda: q[:, 1 : 1 + call["heads_k"]],  # some of q's elements
+    }[call["memory"]]()
+    b, t, d = call["batch"], call["length"], call["dim"]
+    steps = torch.arange(t) + 3
+    rows = steps + 10 * torch.arange(b)[:, None]  # [B, T]
+    angle = torch.float64 if call["dtype"] == torch.float64 else torch.float32
+    positions = {
+        "none": lambda: None,
+        "[T]": lambda: steps,
+        "[B, T]": lambda: rows,
+        "[B, 1, T]": lambda: rows[:, None],
+        "[B, 1, T] every other": lambda: torch.stack([rows, -rows], -1).view(b, 1, 2 * t)[..., ::2],
+        "list": lambda: steps.tolist(),
+        "angles": lambda: rope_angles(steps, d, dtype=angle),
+        "angles [B]": lambda: rope_angles(rows, d, dtype=angle),
+        "angles laid out otherwise": lambda: Angles(  # sin beside cos, not after it
+            rope_angles(steps, d, dtype=angle).table.transpose(2, 3).contiguous().transpose(2, 3)
+        ),
+    }[call["positions"]]()
+    inv_freq = None
+    if call["inv_freq"] == "on the CPU":
+        inv_freq = torch.rand(d // 2, generator=torch.Generator().manual_seed(seed))
+    return (
+        q,
+        k,
+        positions,
+        dict(
+            base=call["base"],
+            inv_freq=inv_freq,
+            layout=call["layout"],
+            inplace=call["inplace"],
+            offset=call["offset"],
+        ),
+    )
+
+
+def _outcome(call, seed):
+    """What ``call`` gives: its results and its inputs afterwards, with their strides, or
+    its error."""
+    q, k, positions, kwargs = _arguments(call, seed)
+    try:
+        rq, rk = ENTRIES[call["entry"]](q, k, positions, **kwargs)
+    except (TypeError, ValueError, RuntimeError) as error:
+        return type(error), str(error)
+    return [(t.clone(), t.stride(), t is q, t is k) for t in (rq, rk, q, k)]
+
+
+def _same(got, want):
+    if isinstance(want, tuple):  # an error
+        assert got == want
+        return
+    assert not isinstance(got, tuple), f"no error where one was due: {want}"
+    for (a, stride_a, *who_a), (b, stride_b, *who_b) in zip(got, want, strict=True):
+        assert torch.equal(a, b) and stride_a == stride_b and who_a == who_b
+
+
+@pytest.fixture(autouse=True)
+def _interpreter(monkeypatch):
+    """The kernel run by Triton's interpreter, and ``rope_qk`` sending CPU tensors to it."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(kernels, "triton_available", lambda device="cuda": True)
+    monkeypatch.setattr(kernels, "_TRITON_DEVICES", ("cuda", "cpu"))
+
+
+def _forgetting(monkeypatch):
+    """Nothing remembered from here on: every call goes its own way."""
+    monkeypatch.setattr(tr, "_plan_key", lambda *args: None)
+
+
+@example(MODEL, None)
+@example(MODEL, ("memory", "k is q's elements"))  # one memory: rotated once, another way
+@example(ONE_PROJECTION, ("memory", "k inside q"))  # refused, as without the plan
+@example({**MODEL, "memory": "k is q", "inplace": False}, ("memory", "apart"))  # apart again
+@example(MODEL, ("q_view", "contiguous"))  # q's strides alone
+@example(MODEL, ("k_view", "padded rows"))  # k's strides alone
+@example(MODEL, ("k_dtype", "another"))  # refused
+@example(MODEL, ("positions", "[B, 1, T] every other"))  # the positions' strides
+@example(MODEL, ("layout", "interleaved"))
+@example(MODEL, ("layout", "diagonal"))  # refused
+@example(MODEL, ("inplace", False))
+@example(MODEL, ("base", True))  # refused
+@example({**MODEL, "base": 1}, ("base", True))  # True == 1, but refused
+@example(MODEL, ("base", 10000.0))
+@example(MODEL, ("batch", 1))
+@example({**MODEL, "inplace": False}, ("offset", 2**31))
+@example({**MODEL, "entry": "rope_qk_triton", "positions": "[B, T]"}, ("entry", "rope_qk"))
+@example(ANGLES, ("offset", 5))  # angles with an offset: refused
+@example(ANGLES, ("base", 500000.0))  # refused
+@example(ANGLES, ("dtype", torch.float64))  # angles of another dtype: refused
+@example(ANGLES, ("positions", "angles laid out otherwise"))  # copied first, each call
+@example(ANGLES, ("positions", "angles [B]"))
+@given(first=CALLS, change=CHANGES)
+@settings(max_examples=40, deadline=None)
+def test_a_call_after_one_alike_gives_what_it_gives_alone(first, change):
+    """A call made after another (the same in every respect, or in all but one) gives the
+    same results, laid out alike, in place where it was asked to be, or the same error, as
+    when nothing is remembered; the tensors of the two calls are not the same."""
+    second = first if change is None else {**first, change[0]: change[1]}
+    tr._PLANS.clear()
+    _outcome(first, seed=0)  # remembered, if a call can be
+    remembered = _outcome(second, seed=10)
+    with pytest.MonkeyPatch.context() as patch:
+        _forgetting(patch)
+        _same(remembered, _outcome(second, seed=10))
+
+
+def test_a_model_s_calls_are_remembered_and_replayed(monkeypatch):
+    """The calls a model makes (bf16, its transposed views, positions ``[B, 1, T]`` or
+    angles, in place or not, an offset) are remembered by the first and served by that
+    launch from the second on: the checks do not run again."""
+    replays, checks = [], []
+    replay, fuses = tr._replay, kernels._fuses
+    monkeypatch.setattr(tr, "_replay", lambda *a: replays.append(1) or replay(*a))
+    for positions in ("[B, 1, T]", "angles", "none"):
+        for inplace in (True, False):
+            call = {**MODEL, "positions": positions, "inplace": inplace, "offset": 7}
+            if positions == "angles":  # they fix the positions and the frequencies
+                call.update(offset=0, base=10000.0)
+            tr._PLANS.clear()
+            replays.clear()
+            _outcome(call, seed=0)
+            assert len(tr._PLANS) == 1 and not replays
+            checks.clear()
+            with monkeypatch.context() as patch:  # the first of rope_qk's checks
+                patch.setattr(kernels, "_fuses", lambda *a: checks.append(1) or fuses(*a))
+                remembered = _outcome(call, seed=1)
+            assert replays == [1] and not checks
+            with monkeypatch.context() as patch:
+                _forgetting(patch)
+                _same(remembered, _outcome(call, seed=1))
+
+
+def test_what_is_remembered_holds_no_tensor_of_a_call():
+    """A remembered call keeps none of the call's tensors alive: a model's activations are
+    freed when it lets go of them."""
+    q, k, positions, kwargs = _arguments({**MODEL, "inplace": False}, seed=0)
+    for _ in range(2):
+        rq, rk = fast.rope_qk(q, k, positions, **kwargs)
+    assert len(tr._PLANS) == 1
+    gone = [weakref.ref(t) for t in (q, k, positions, rq, rk)]
+    del q, k, positions, rq, rk
+    gc.collect()
+    assert all(ref() is None for ref in gone)
+
+
+def test_calls_that_launch_nothing_are_remembered_as_such(monkeypatch):
+    """A call the kernel does not serve (the general path: positions per head) is
+    remembered as one that launches nothing, and later calls alike go their own way, with no
+    tape of their launches."""
+    call = {**MODEL, "entry": "rope_qk"}
+    q, k, _, kwargs = _arguments(call, seed=0)
+    per_head = torch.arange(2 * 3).view(1, 2, 3)  # [1, H, T]: each head its positions
+    fast.rope_qk(q, k[:, :1].expand(-1, 2, -1, -1).clone(), per_head, **kwargs)
+    assert list(tr._PLANS.values()) == [tr._NO_LAUNCH]
+    monkeypatch.setattr(tr, "_plan", lambda *a: pytest.fail("a tape was made"))
+    fast.rope_qk(q, k[:, :1].expand(-1, 2, -1, -1).clone(), per_head, **kwargs)
+
+
+def test_calls_on_a_device_the_kernel_does_not_run_on_are_not_remembered(monkeypatch):
+    """Without the interpreter a CPU call goes to the CPU's own paths, and nothing is kept."""
+    monkeypatch.delenv("TRITON_INTERPRET")
+    monkeypatch.setattr(kernels, "_TRITON_DEVICES", ("cuda",))
+    q, k, positions, kwargs = _arguments(MODEL, seed=0)
+    fast.rope_qk(q, k, positions, **kwargs)
+    assert not tr._PLANS
