@@ -25,7 +25,7 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_remembered_calls import ANGLES as ANGLES_CALL
-from test_remembered_calls import CALLS, CHANGES, ENTRIES, _arguments
+from test_remembered_calls import CALLS, CHANGES, ENTRIES, _arguments, misaligned
 from test_remembered_calls import MODEL as MODEL_CALL
 from triton import knobs
 from triton.backends.compiler import GPUTarget
@@ -208,17 +208,6 @@ def on_the_gpu_s_path() -> None:
     kernels._TRITON_DEVICES = ("cpu",)
     kernels.triton_available = lambda device="cuda": True
     torch.cuda.current_device = lambda: None  # a CPU tensor's device index
-
-
-def misaligned(t, shift: int):
-    """``t``'s values, shape and strides, ``shift`` elements further into a storage."""
-    if t is None or shift == 0:
-        return t
-    span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
-    storage = torch.zeros(t.storage_offset() + span + shift, dtype=t.dtype)
-    moved = storage.as_strided(t.shape, t.stride(), t.storage_offset() + shift)
-    moved.copy_(t)
-    return moved
 
 
 def outcome(call, seed, shifts):

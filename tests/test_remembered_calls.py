@@ -135,6 +135,17 @@ def _arguments(call, seed):
     )
 
 
+def misaligned(t, shift: int):
+    """``t``'s values, shape and strides, ``shift`` elements further into a storage on its
+    device (a pointer off 16 bytes, for a shift that is not a multiple of 16 bytes)."""
+    if t is None or shift == 0:
+        return t
+    span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
+    storage = torch.zeros(t.storage_offset() + span + shift, dtype=t.dtype, device=t.device)
+    moved = storage.as_strided(t.shape, t.stride(), t.storage_offset() + shift)
+    return moved.copy_(t)
+
+
 def _outcome(call, seed):
     """What ``call`` gives: its results and its inputs afterwards, with their strides, or
     its error."""
@@ -264,3 +275,49 @@ def test_calls_on_a_device_the_kernel_does_not_run_on_are_not_remembered(monkeyp
     q, k, positions, kwargs = _arguments(MODEL, seed=0)
     fast.rope_qk(q, k, positions, **kwargs)
     assert not tr._PLANS
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("positions", ["[B, 1, T]", "angles", "none"])
+def test_on_a_gpu_remembered_calls_give_the_same_numbers(positions, monkeypatch):
+    """On a GPU, a model's calls, made again and again (as every layer makes them, with new
+    tensors, an offset that moves, pointers off 16 bytes), replayed in a CUDA graph too, give
+    the numbers of the same calls with nothing remembered."""
+    monkeypatch.delenv("TRITON_INTERPRET")
+    call = {**MODEL, "batch": 4, "length": 64, "dim": 128, "positions": positions}
+    if positions == "angles":
+        call.update(base=10000.0)
+
+    def arguments(seed, offset, shift=0):
+        q, k, p, kwargs = _arguments(call, seed)
+        p = Angles(p.table.cuda()) if isinstance(p, Angles) else p if p is None else p.cuda()
+        offset = 0 if positions == "angles" else offset
+        return misaligned(q.cuda(), shift), k.cuda(), p, {**kwargs, "offset": offset}
+
+    def run(seed, offset, shift=0, inplace=True):
+        q, k, p, kwargs = arguments(seed, offset, shift)
+        return [t.cpu() for t in fast.rope_qk(q, k, p, **{**kwargs, "inplace": inplace})]
+
+    cases = [(s, o, sh, ip) for s, o in ((0, 0), (1, 5), (2, 4096)) for sh in (0, 1)
+             for ip in (True, False)]  # fmt: skip
+    remembered = [run(*case) for case in cases * 2]
+    with monkeypatch.context() as patch:
+        _forgetting(patch)
+        alone = [run(*case) for case in cases * 2]
+    assert any(plan.direct is not None for plan in tr._PLANS.values())  # launched directly
+    for got, want in zip(remembered, alone, strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    q, k, p, kwargs = arguments(3, 9)
+    fresh = [t.clone() for t in (q, k)]
+    graph = torch.cuda.CUDAGraph()
+    fast.rope_qk(q, k, p, **kwargs)  # remembered before the capture
+    q.copy_(fresh[0]), k.copy_(fresh[1])
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        fast.rope_qk(q, k, p, **kwargs)
+    q.copy_(fresh[0]), k.copy_(fresh[1])
+    graph.replay()
+    with monkeypatch.context() as patch:
+        _forgetting(patch)
+        want = fast.rope_qk(*[t.clone() for t in fresh], p, **kwargs)
+    assert torch.equal(q, want[0]) and torch.equal(k, want[1])
