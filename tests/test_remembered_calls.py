@@ -58,7 +58,9 @@ FIELDS = {  # each field of a call, and the values a call may take
     "inv_freq": ("none", "on the CPU"),
     "layout": ("half", "interleaved", "diagonal"),
     "inplace": (False, True),
-    "offset": (0, 5, 2**31),
+    "offset": (0, 5, 2**31, 2**63, -(2**63) - 1),  # the last two outside int64: refused
+    "needs grad": ("nothing", "q", "k", "the angles"),
+    "grad mode": ("on", "off"),
 }
 CALLS = st.fixed_dictionaries({name: st.sampled_from(values) for name, values in FIELDS.items()})
 CHANGES = st.one_of(  # none, or one field of a call
@@ -70,7 +72,7 @@ CHANGES = st.one_of(  # none, or one field of a call
 MODEL = dict(entry="rope_qk", batch=2, heads_k=2, length=3, dim=8, dtype=torch.bfloat16,
              k_dtype="q's", q_view="model view", k_view="model view", memory="apart",
              positions="[B, 1, T]", base=500000.0, inv_freq="none", layout="half",
-             inplace=True, offset=0)  # fmt: skip
+             inplace=True, offset=0, **{"needs grad": "nothing", "grad mode": "on"})  # fmt: skip
 """A model's call; its q and k have the same heads, strides and dtype, so that a call that
 differs from it in one field differs in one respect only."""
 ANGLES = {**MODEL, "positions": "angles", "base": 10000.0}
@@ -118,6 +120,12 @@ def _arguments(call, seed):
             rope_angles(steps, d, dtype=angle).table.transpose(2, 3).contiguous().transpose(2, 3)
         ),
     }[call["positions"]]()
+    if call["needs grad"] == "q":
+        q.requires_grad_()
+    elif call["needs grad"] == "k" and k is not q:
+        k.requires_grad_()
+    elif call["needs grad"] == "the angles" and isinstance(positions, Angles):
+        positions = Angles(positions.table.requires_grad_())
     inv_freq = None
     if call["inv_freq"] == "on the CPU":
         inv_freq = torch.rand(d // 2, generator=torch.Generator().manual_seed(seed))
@@ -151,10 +159,14 @@ def _outcome(call, seed):
     its error."""
     q, k, positions, kwargs = _arguments(call, seed)
     try:
-        rq, rk = ENTRIES[call["entry"]](q, k, positions, **kwargs)
+        with torch.set_grad_enabled(call["grad mode"] == "on"):
+            rq, rk = ENTRIES[call["entry"]](q, k, positions, **kwargs)
     except (TypeError, ValueError, RuntimeError) as error:
         return type(error), str(error)
-    return [(t.clone(), t.stride(), t is q, t is k) for t in (rq, rk, q, k)]
+    return [
+        (t.detach().clone(), t.stride(), t is q, t is k, t.grad_fn is not None)
+        for t in (rq, rk, q, k)
+    ]
 
 
 def _same(got, want):
@@ -196,6 +208,12 @@ def _forgetting(monkeypatch):
 @example(MODEL, ("batch", 1))
 @example({**MODEL, "inplace": False}, ("offset", 2**31))
 @example({**MODEL, "entry": "rope_qk_triton", "positions": "[B, T]"}, ("entry", "rope_qk"))
+@example({**MODEL, "offset": 5}, ("offset", 2**63))  # outside int64: refused
+@example({**MODEL, "offset": 5}, ("offset", -(2**63) - 1))
+@example({**MODEL, "inplace": False}, ("needs grad", "q"))  # differentiable, as without
+@example(MODEL, ("needs grad", "k"))  # in place on a leaf that needs grad: refused
+@example({**MODEL, "inplace": False}, ("grad mode", "off"))
+@example({**ANGLES, "inplace": False}, ("needs grad", "the angles"))  # learned angles
 @example(ANGLES, ("offset", 5))  # angles with an offset: refused
 @example(ANGLES, ("base", 500000.0))  # refused
 @example(ANGLES, ("dtype", torch.float64))  # angles of another dtype: refused
@@ -263,7 +281,7 @@ def test_calls_that_launch_nothing_are_remembered_as_such(monkeypatch):
     q, k, _, kwargs = _arguments(call, seed=0)
     per_head = torch.arange(2 * 3).view(1, 2, 3)  # [1, H, T]: each head its positions
     fast.rope_qk(q, k[:, :1].expand(-1, 2, -1, -1).clone(), per_head, **kwargs)
-    assert list(tr._PLANS.values()) == [tr._NO_LAUNCH]
+    assert list(tr._PLANS.values()) == [tr._OWN_WAY]
     monkeypatch.setattr(tr, "_plan", lambda *a: pytest.fail("a tape was made"))
     fast.rope_qk(q, k[:, :1].expand(-1, 2, -1, -1).clone(), per_head, **kwargs)
 
@@ -321,3 +339,43 @@ def test_on_a_gpu_remembered_calls_give_the_same_numbers(positions, monkeypatch)
         _forgetting(patch)
         want = fast.rope_qk(*[t.clone() for t in fresh], p, **kwargs)
     assert torch.equal(q, want[0]) and torch.equal(k, want[1])
+
+
+def test_a_remembered_call_under_torch_compile_is_traced_as_it_is(monkeypatch):
+    """A call remembered in eager mode does not serve the same call under ``torch.compile``
+    (fullgraph): the compiler traces the call's own checks and its registered operation."""
+    import torch._dynamo
+
+    call = {**MODEL, "inplace": False, "offset": 3}
+    q, k, positions, kwargs = _arguments(call, seed=0)
+    fast.rope_qk(q, k, positions, **kwargs)
+    assert len(tr._PLANS) == 1
+    torch._dynamo.reset()
+    compiled = torch.compile(
+        lambda a, b, p: fast.rope_qk(a, b, p, **kwargs), backend="eager", fullgraph=True
+    )
+    replay = tr._replay
+    monkeypatch.setattr(tr, "_replay", lambda *a: pytest.fail("replayed under compile"))
+    got = compiled(q, k, positions)
+    monkeypatch.setattr(tr, "_replay", replay)
+    _forgetting(monkeypatch)
+    want = fast.rope_qk(q, k, positions, **kwargs)
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+@pytest.mark.parametrize("remembered", [False, True])
+def test_a_backward_that_saved_q_refuses_it_rotated_in_place(remembered, monkeypatch):
+    """Rotated in place, q and k count as written, as torch's own in-place operations count
+    theirs: a backward that saved q before refuses to run with the rotated values, whether
+    the call is remembered or not."""
+    if not remembered:
+        _forgetting(monkeypatch)
+    for seed in (0, 1):  # the second call of the kind is the one remembered
+        q, k, positions, kwargs = _arguments(MODEL, seed)
+        w = torch.ones((), dtype=q.dtype, requires_grad=True)
+        y = (q * w).sum() + (k * w).sum()  # saves q and k for w's gradient
+        before = q._version, k._version
+        fast.rope_qk(q, k, positions, **kwargs)
+        assert q._version > before[0] and k._version > before[1]
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.backward()

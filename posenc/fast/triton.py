@@ -312,10 +312,11 @@ def _run_compiled(index: int, grid: int, args: tuple, consts: tuple, interleaved
     compiled = _COMPILED.get(key)
     tape = getattr(_TAPE, "calls", None)
     if compiled is None:
-        if tape is not None:
-            tape.append(("triton",))
         compiled = _by_triton(_kernel(False), grid, args, consts, interleaved)
-        if _launcher_known(compiled):
+        known = _launcher_known(compiled)
+        if tape is not None:
+            tape.append(("triton", known))
+        if known:
             if len(_COMPILED) >= 4096:  # many shapes seen: start again
                 _COMPILED.clear()
             _COMPILED[key] = compiled
@@ -509,7 +510,13 @@ def _call(name, *tensors_and_args, grad=False):
         return _OPS[name](*tensors_and_args)
     if grad:
         return _Rotation.apply(name, *tensors_and_args)
-    return _IMPLS[name](*tensors_and_args)
+    result = _IMPLS[name](*tensors_and_args)
+    _written(*tensors_and_args[: _WRITTEN[name]])
+    return result
+
+
+_WRITTEN = {"rope": 0, "rope_qk": 0, "rope_": 1, "rope_qk_": 2}
+"""How many of each operation's first tensors it writes in place."""
 
 
 # --- calls remembered ---------------------------------------------------------------------------
@@ -522,6 +529,21 @@ def _call(name, *tensors_and_args, grad=False):
 # k, rotated in place, share memory).
 
 
+class _Direct(NamedTuple):
+    """A GPU launch by the compiled kernel's own launcher, as :func:`_run_compiled` made it,
+    its tensors picked from a call's sources (see :class:`_Plan`)."""
+
+    compiled: object  # Triton's compiled kernel
+    grid: int
+    pointers: Callable  # the sources -> the kernel's six tensors
+    sizes: tuple  # the integers before the offset
+    rest: tuple  # the integers after it (heads, strides)
+    consts: tuple
+    distinct: tuple[int, ...]  # the sources of distinct tensors among the six...
+    aligned: tuple[bool, ...]  # ...and whether each was 16-byte aligned
+    width: tuple[bool, bool]  # the offset's width (see _offset_width)
+
+
 class _Plan(NamedTuple):
     """The launch of a remembered call. Its tensors are picked from the call's sources,
     ``(None, q, q_out, k, k_out, positions or the angles' table, inv_freq, const)``."""
@@ -529,17 +551,19 @@ class _Plan(NamedTuple):
     launch: Callable  # the sources -> _launch's q, q_out, k, k_out, pos, inv_freq
     const: torch.Tensor | None  # the default frequencies, made once on the device
     flags: tuple[bool, bool]  # interleaved, inverse
-    direct: tuple | None  # on a GPU, as _run_compiled launched it: (compiled, grid, the
-    # sources -> the pointers, args[6:8], args[9:], consts, the sources -> each distinct
-    # pointer, whether each is 16-byte aligned, the offset's width)
+    direct: _Direct | None  # on an NVIDIA GPU with a Triton whose launch posenc repeats
 
 
-_PLANS: dict[tuple, _Plan] = {}
-"""Remembered calls, by :func:`_plan_key`."""
+_PLANS: dict[tuple, _Plan | object] = {}
+"""Remembered calls, by :func:`_plan_key`. The key leaves out what a program does not change:
+the module settings that send calls to one path or another (the tests change them, and start
+each test with no call remembered)."""
 
-_NO_LAUNCH = object()
-"""The plan of calls that launch nothing (on a device the kernel does not run on, or by the
-general path): their own function serves them, without a tape."""
+_OWN_WAY = object()
+"""The plan of calls that no launch of their own can serve again from their arguments alone:
+none, several, or one of tensors the call made (positions copied to the device, a table made
+contiguous). Which calls those are depends on the key only; their own function serves them,
+without a tape."""
 
 _TAPE = threading.local()
 """``calls``: the launches of the call being remembered (None when none is)."""
@@ -547,10 +571,10 @@ _TAPE = threading.local()
 
 def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) -> tuple | None:
     """Everything ``body``'s checks and launch depend on but the tensors' values and where
-    they lie, or None for a call that is not remembered: tensors that need a gradient,
-    subclasses of torch.Tensor, q on a device the kernel does not run on, q passed as k,
-    positions in Python, frequencies on the CPU (their values are checked there), arguments
-    of unusual types, or a call being compiled."""
+    they lie, or None for a call that is not remembered: one being compiled, subclasses of
+    torch.Tensor, q on a device the kernel does not run on, q passed as k, tensors that need
+    a gradient or carry a negative bit, positions in Python, frequencies on the CPU (their
+    values are checked there), arguments of other types, or an offset outside int64."""
     if (
         torch.compiler.is_compiling()
         or type(q) is not torch.Tensor
@@ -559,7 +583,10 @@ def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) ->
         or q is k
         or q.requires_grad
         or k.requires_grad
+        or q.is_neg()
+        or k.is_neg()
         or type(offset) is not int
+        or not -(2**63) <= offset < 2**63
         or type(inplace) is not bool
         or type(layout) is not str
         or type(base) not in (float, int)
@@ -602,22 +629,25 @@ def _remembered(body, q, k, positions, base, inv_freq, layout, inplace, offset):
     checks a call of :func:`rope_qk_triton`'s arguments and makes its one launch: the first
     time by ``body``, later ones alike by the launch ``body`` made (see :class:`_Plan`)."""
     call = (q, k, positions, base, inv_freq, layout, inplace, offset)
+    outer = getattr(_TAPE, "calls", None)
+    if outer is not None:  # inside a call being remembered: that one is not to be repeated
+        outer.append(("nested",))
     key = _plan_key(body, *call)
     if key is None:
         return body(*call)
     plan = _PLANS.get(key)
-    if plan is _NO_LAUNCH:
+    if plan is _OWN_WAY:
         return body(*call)
     if plan is not None:
-        done = _replay(plan, q, k, positions, inv_freq, inplace, offset)
-        return body(*call) if done is None else done
-    outer = getattr(_TAPE, "calls", None)
+        if inplace and one_memory("q", q, "k", k):  # one tensor's elements: rotated once
+            return body(*call)  # (one_memory raises where the call's own checks raise)
+        return _replay(plan, q, k, positions, inv_freq, inplace, offset)
     _TAPE.calls = tape = []
     try:
         result = body(*call)
     finally:
         _TAPE.calls = outer
-    plan = _NO_LAUNCH if not tape else _plan(tape, result, *call)
+    plan = _plan(tape, result, *call)
     if plan is not None:
         if len(_PLANS) >= 4096:  # many kinds of call seen: start again
             _PLANS.clear()
@@ -626,21 +656,25 @@ def _remembered(body, q, k, positions, base, inv_freq, layout, inplace, offset):
 
 
 def _plan(tape, result, q, k, positions, base, inv_freq, layout, inplace, offset):
-    """The plan of a call that made ``tape``'s launches and returned ``result``, or None when
-    its launch cannot be made again from a later call's arguments alone: more launches than
-    one, tensors made by the call (positions copied to the device, a table made contiguous),
-    or q and k one memory; or when Triton launched it, compiling (the next call alike is
-    remembered, with the compiled kernel's direct launch)."""
+    """What to remember of a call that made ``tape``'s launches and returned ``result``: its
+    :class:`_Plan`; :data:`_OWN_WAY` when no launch of its own can serve a call alike again
+    from its arguments alone; or None for nothing yet: Triton compiled the kernel (the next
+    call alike is remembered, with the compiled kernel's direct launch), or q and k were one
+    memory (rotated once, another way)."""
+    if inplace and one_memory("q", q, "k", k):
+        return None
     if not tape or tape[0][0] != "launch" or len(tape) > 2:
-        return None
-    launched_directly = len(tape) == 2
-    if launched_directly and tape[1][0] != "direct":
-        return None
-    if inplace and (result[0] is not q or result[1] is not k or one_memory("q", q, "k", k)):
-        return None
-    *tensors, launched_offset, freqs, interleaved, inverse = tape[0][1:]
-    if launched_offset != offset:
-        return None
+        return _OWN_WAY
+    direct = None
+    if len(tape) == 2:
+        if tape[1][0] == "triton":  # Triton's own launch: the next call launches directly,
+            if tape[1][1]:  # unless posenc does not know this launcher
+                return None
+        elif tape[1][0] != "direct":
+            return _OWN_WAY
+    if inplace and (result[0] is not q or result[1] is not k):
+        return _OWN_WAY
+    *tensors, _, freqs, interleaved, inverse = tape[0][1:]
     const = None
     if inv_freq is None and not isinstance(positions, Angles):  # frequencies made for the call
         angle = torch.float64 if q.dtype == torch.float64 else torch.float32
@@ -653,44 +687,54 @@ def _plan(tape, result, q, k, positions, base, inv_freq, layout, inplace, offset
 
     slots = tuple(slot(t) for t in (*tensors, freqs))
     if None in slots:
-        return None
-    direct = None
-    if launched_directly:
+        return _OWN_WAY
+    if len(tape) == 2 and tape[1][0] == "direct":
         _, compiled, grid, args, consts = tape[1]
         pointers = tuple(slot(t) for t in args[:6])
         if None in pointers:
-            return None
+            return _OWN_WAY
         distinct = tuple(sorted(set(pointers)))
         aligned = tuple(sources[i].data_ptr() % 16 == 0 for i in distinct)
-        direct = (compiled, grid, itemgetter(*pointers), args[6:8], args[9:], consts,
-                  itemgetter(*distinct, 0), aligned, _offset_width(offset))  # fmt: skip
+        direct = _Direct(compiled, grid, itemgetter(*pointers), args[6:8], args[9:], consts,
+                         distinct, aligned, _offset_width(offset))  # fmt: skip
     return _Plan(itemgetter(*slots), const, (interleaved, inverse), direct)
 
 
 def _replay(plan: _Plan, q, k, positions, inv_freq, inplace, offset):
-    """The launch of ``plan`` with this call's tensors; ``(q_out, k_out)``, or None when the
-    call is not one the plan serves (q and k one memory, rotated once by another path)."""
+    """The launch of ``plan`` with this call's tensors: ``(q_out, k_out)``."""
     if inplace:
-        if one_memory("q", q, "k", k):  # raises where the call's own checks raise
-            return None
         q_out, k_out = q, k
     else:
         q_out, k_out = torch.empty_like(q), torch.empty_like(k)
     table = positions.table if type(positions) is Angles else positions
     sources = (None, q, q_out, k, k_out, table, inv_freq, plan.const)
-    if plan.direct is not None:
-        compiled, grid, pointers, sizes, rest, consts, distinct, aligned, width = plan.direct
-        index = q.device.index
-        if (
-            tuple([t.data_ptr() % 16 == 0 for t in distinct(sources)[:-1]]) == aligned
-            and _offset_width(offset) == width
-            and index == torch.cuda.current_device()
-        ):
-            _fire(compiled, index, grid, (*pointers(sources), *sizes, offset, *rest), consts)
-            return q_out, k_out
-    q_, q_out_, k_, k_out_, pos, freqs = plan.launch(sources)
-    _launch(q_, q_out_, k_, k_out_, pos, offset, freqs, *plan.flags)
+    direct = plan.direct
+    index = q.device.index
+    if (
+        direct is not None
+        and tuple([sources[i].data_ptr() % 16 == 0 for i in direct.distinct]) == direct.aligned
+        and _offset_width(offset) == direct.width
+        and index == torch.cuda.current_device()
+    ):
+        args = (*direct.pointers(sources), *direct.sizes, offset, *direct.rest)
+        _fire(direct.compiled, index, direct.grid, args, direct.consts)
+    else:
+        q_, q_out_, k_, k_out_, pos, freqs = plan.launch(sources)
+        _launch(q_, q_out_, k_, k_out_, pos, offset, freqs, *plan.flags)
+    if inplace:
+        _written(q, k)
     return q_out, k_out
+
+
+def _written(*tensors) -> None:
+    """Tell autograd that ``tensors`` were written in place (as torch's own in-place
+    operations do), so that a backward that saved them refuses to run on the new values."""
+    if _increment_version is not None:
+        for t in tensors:
+            _increment_version(t)
+
+
+_increment_version = getattr(torch.autograd.graph, "increment_version", None)
 
 
 # --- the public functions -----------------------------------------------------------------------
