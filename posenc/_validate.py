@@ -429,6 +429,18 @@ def check_writable(name: str, t: torch.Tensor) -> None:
             )
 
 
+def written(*tensors: torch.Tensor) -> None:
+    """Count ``tensors`` as written in place, as torch's own in-place operations count theirs
+    (a kernel that writes through a pointer is not seen by autograd): a backward that saved
+    one of them then refuses to run on the new values."""
+    if _increment_version is not None:
+        for t in tensors:
+            _increment_version(t)
+
+
+_increment_version = getattr(torch.autograd.graph, "increment_version", None)
+
+
 def one_memory(first: str, a: torch.Tensor, second: str, b: torch.Tensor) -> bool:
     """Whether two tensors to be rotated in place are the same elements in the same places
     (True: rotate them once), told from shapes, strides and offsets alone (nothing is read).

@@ -861,3 +861,21 @@ def test_the_c_loop_refuses_what_needs_a_gradient():
         fr.rope_c(x.requires_grad_())
     with pytest.raises(ValueError, match="records no gradient"):
         fr.rope_c(torch.randn(2, 4, 40, 8), inv_freq=torch.ones(4, requires_grad=True))
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 8, 16), (4, 8, 512, 64)])  # small, and the C loop's
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("rotate", ["apply_rope_", "rope_qk in place"])
+def test_an_in_place_rotation_counts_as_a_write_for_autograd(shape, dtype, rotate):
+    """Whichever path rotates in place (tensor operations, or the C loop writing through a
+    pointer), autograd sees the write, as after torch's own in-place operations: a backward
+    that saved the tensor before refuses to run on the rotated values."""
+    x, k = torch.randn(shape).to(dtype), torch.randn(shape).to(dtype)
+    w = torch.ones((), dtype=dtype, requires_grad=True)
+    saved = (x * w).sum()  # keeps x for w's gradient
+    if rotate == "apply_rope_":
+        fr.apply_rope_(x, layout="half")
+    else:
+        fr.rope_qk(x, k, layout="half", inplace=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        saved.backward()

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from posenc._validate import check_option, check_tensor
+from posenc._validate import check_option, check_tensor, written
 
 __all__ = ["SOURCE", "available", "rotate", "status"]
 
@@ -398,6 +398,7 @@ def rotate(
     if lib is None:
         raise RuntimeError(f"the C kernel is not available: {status()}")
     _call(lib, src, dst, cos, sin, layout, torch.get_num_threads())
+    written(dst)
 
 
 def _call(lib, src, dst, cos, sin, layout: str, workers: int) -> None:

@@ -77,6 +77,7 @@ from posenc._validate import (
     check_tensor,
     check_writable,
     one_memory,
+    written,
 )
 from posenc.fast.tables import Angles, _default_inv_freq, _not_angles
 from posenc.rope import _check_inv_freq, _rotate, rope_inv_freq
@@ -511,7 +512,7 @@ def _call(name, *tensors_and_args, grad=False):
     if grad:
         return _Rotation.apply(name, *tensors_and_args)
     result = _IMPLS[name](*tensors_and_args)
-    _written(*tensors_and_args[: _WRITTEN[name]])
+    written(*tensors_and_args[: _WRITTEN[name]])
     return result
 
 
@@ -722,19 +723,8 @@ def _replay(plan: _Plan, q, k, positions, inv_freq, inplace, offset):
         q_, q_out_, k_, k_out_, pos, freqs = plan.launch(sources)
         _launch(q_, q_out_, k_, k_out_, pos, offset, freqs, *plan.flags)
     if inplace:
-        _written(q, k)
+        written(q, k)
     return q_out, k_out
-
-
-def _written(*tensors) -> None:
-    """Tell autograd that ``tensors`` were written in place (as torch's own in-place
-    operations do), so that a backward that saved them refuses to run on the new values."""
-    if _increment_version is not None:
-        for t in tensors:
-            _increment_version(t)
-
-
-_increment_version = getattr(torch.autograd.graph, "increment_version", None)
 
 
 # --- the public functions -----------------------------------------------------------------------
