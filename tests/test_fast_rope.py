@@ -879,3 +879,27 @@ def test_an_in_place_rotation_counts_as_a_write_for_autograd(shape, dtype, rotat
         fr.rope_qk(x, k, layout="half", inplace=True)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         saved.backward()
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 8, 16), (4, 8, 512, 64)])  # small, and the C loop's
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_a_lazy_negation_is_rotated_as_its_values(shape, dtype, layout):
+    """A tensor whose memory holds its values negated (``z.conj().imag``, here
+    ``torch._neg_view``) is rotated as the values it stands for, by every path, in place or
+    not; the C loop, which reads memory, refuses it."""
+    x = torch.randn(shape).to(dtype)
+    want = rope.apply_rope(x.neg(), layout=layout)
+    assert torch._neg_view(x).is_neg()
+    assert torch.equal(fr.apply_rope(torch._neg_view(x), layout=layout), want)
+    assert torch.equal(fr.rope_qk(torch._neg_view(x), x, layout=layout)[0], want)
+    written = torch._neg_view(x.clone())
+    fr.apply_rope_(written, layout=layout)
+    assert torch.equal(written, want)
+    written, k = torch._neg_view(x.clone()), x.clone()
+    fr.rope_qk(written, k, layout=layout, inplace=True)
+    assert torch.equal(written, want)
+    if dtype != torch.bfloat16:
+        cos = torch.ones(shape[-2], shape[-1] // 2, dtype=dtype)
+        with pytest.raises(ValueError, match="lazy negation"):
+            cpu_kernel.rotate(torch._neg_view(x), x.clone(), cos, cos.clone(), layout)

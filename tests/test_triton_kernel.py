@@ -1202,3 +1202,14 @@ def test_three_dims_share_a_few_builds_and_rotate_as_the_oracle():
         for layout in LAYOUTS:
             got = tr.rope_triton(x, positions, layout=layout, offset=3)
             assert torch.equal(got, _oracle(x, positions, 3, layout))
+
+
+def test_a_lazy_negation_is_refused_by_the_kernel():
+    """The kernel reads memory, which for a lazy negation (``z.conj().imag``) holds the
+    negated values: ``rope_triton`` and ``rope_qk_triton`` refuse one and say how to pass it
+    (``posenc.fast.apply_rope`` and ``rope_qk`` rotate it by tensor operations)."""
+    q, k = torch.randn(1, 4, 3, 8), torch.randn(1, 2, 3, 8)
+    with pytest.raises(ValueError, match="resolve_neg"):
+        tr.rope_triton(torch._neg_view(q))
+    with pytest.raises(ValueError, match="resolve_neg"):
+        tr.rope_qk_triton(q, torch._neg_view(k))

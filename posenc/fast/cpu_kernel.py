@@ -318,6 +318,7 @@ def _applicable(src: torch.Tensor, dst: torch.Tensor, cos: torch.Tensor) -> bool
         and src.numel() > 0
         and dst.device == src.device
         and cos.device == src.device
+        and not (src.is_neg() or dst.is_neg())  # a lazy negation: its memory holds -x
     )
 
 
@@ -338,6 +339,11 @@ def _check_arguments(src, dst, cos, sin) -> None:
             )
         if t.dtype != src.dtype:
             raise ValueError(f"{name} must have src's dtype {src.dtype}, got {t.dtype}")
+        if t.is_neg():
+            raise ValueError(
+                f"{name} must not be a lazy negation (its memory holds the negated values, "
+                f"e.g. z.conj().imag): pass {name}.resolve_neg()"
+            )
     if src.dtype not in _DTYPES:
         raise ValueError(f"src must be float32 or float64 for the C loop, got {src.dtype}")
     dim = src.shape[-1]

@@ -74,6 +74,7 @@ from posenc.fast.triton import (
     _angle_table,
     _check_qk,
     _checked_qk,
+    _lazily_negated,
     _remembered,
     rope_triton,
     triton_available,
@@ -758,6 +759,7 @@ def _use_triton(x, positions, inv_freq=None) -> bool:
         and x.dtype in _DTYPE_SET
         and x.dim() >= 2
         and x.device.type in _TRITON_DEVICES
+        and not _lazily_negated(x)  # tensor operations read it as its values, the kernel not
         and triton_available()
     ):
         return False
@@ -900,6 +902,7 @@ def _fuses(q, k, positions, inv_freq=None) -> bool:
     if not (
         _use_triton(q, positions, inv_freq)
         and isinstance(k, torch.Tensor)
+        and not _lazily_negated(k)
         and k.dtype == q.dtype
         and k.device == q.device
     ):

@@ -765,7 +765,19 @@ def _check_x(name: str, x: object) -> torch.Tensor:
         raise ValueError(f"{name} must have at least one position, got shape {tuple(x.shape)}")
     if x.dtype not in _DTYPE_SET:
         raise ValueError(f"{name} must have one of the dtypes {TRITON_DTYPES}, got {x.dtype}")
+    if _lazily_negated(x):
+        raise ValueError(
+            f"{name} must not be a lazy negation (its memory holds the negated values, e.g. "
+            f"z.conj().imag): pass {name}.resolve_neg()"
+        )
     return x
+
+
+def _lazily_negated(x: torch.Tensor) -> bool:
+    """Whether ``x``'s memory holds its values negated (``z.conj().imag``), which a kernel
+    reading memory would take for its values. (Under ``torch.compile``, which cannot trace
+    the question, the compiled graph hands the operations resolved tensors.)"""
+    return not torch.compiler.is_compiling() and x.is_neg()
 
 
 def _check_device(x: torch.Tensor) -> None:
