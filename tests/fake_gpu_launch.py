@@ -224,7 +224,7 @@ def outcome(call, seed, shifts):
         return type(error), str(error)
     table = positions.table if isinstance(positions, Angles) else positions
     roles = {"q": q, "k": k, "positions": table, "inv_freq": kwargs["inv_freq"],
-             "q out": result[0], "k out": result[1]}  # fmt: skip
+             "q out": result[0], "k out": result[-1]}  # fmt: skip
 
     def role(a):
         if not isinstance(a, torch.Tensor):

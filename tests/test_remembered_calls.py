@@ -1,7 +1,7 @@
 """Calls remembered by posenc's fast path (``_remembered`` in ``posenc.fast.triton``): a call
-of ``rope_qk`` or ``rope_qk_triton`` alike to one made before (shapes, strides, dtypes,
-devices, flags) is served by the launch that one made, with its own tensors, and skips the
-checks. Checked here under Triton's interpreter: the second of two calls gives what it gives
+of ``rope_qk``, ``rope_qk_triton``, ``apply_rope``, ``apply_rope_`` or ``rope_triton`` alike
+to one made before (shapes, strides, dtypes, devices, flags) is served by the launch that
+one made, with its own tensors, and skips the checks. Checked here under Triton's interpreter: the second of two calls gives what it gives
 when nothing is remembered, the same numbers, the same layout, the same error. The GPU's
 direct launch of a remembered call is checked in ``tests/test_triton_launch.py``.
 """
@@ -30,7 +30,17 @@ pytestmark = pytest.mark.skipif(
     reason="needs Triton (its CPU interpreter runs the kernel) and torch 2.4 or later",
 )
 
-ENTRIES = {"rope_qk": fast.rope_qk, "rope_qk_triton": tr.rope_qk_triton}
+
+def _apply_rope(q, k, positions, *, inplace, **kwargs):
+    return ((fast.apply_rope_ if inplace else fast.apply_rope)(q, positions, **kwargs),)
+
+
+ENTRIES = {  # each remembered function, called as (q, k, positions, **keywords) -> results
+    "rope_qk": fast.rope_qk,
+    "rope_qk_triton": tr.rope_qk_triton,
+    "apply_rope(_)": _apply_rope,  # k not passed: q alone
+    "rope_triton": lambda q, k, positions, **kwargs: (tr.rope_triton(q, positions, **kwargs),),
+}
 
 FIELDS = {  # each field of a call, and the values a call may take
     "entry": tuple(ENTRIES),
@@ -160,12 +170,12 @@ def _outcome(call, seed):
     q, k, positions, kwargs = _arguments(call, seed)
     try:
         with torch.set_grad_enabled(call["grad mode"] == "on"):
-            rq, rk = ENTRIES[call["entry"]](q, k, positions, **kwargs)
+            results = ENTRIES[call["entry"]](q, k, positions, **kwargs)
     except (TypeError, ValueError, RuntimeError) as error:
         return type(error), str(error)
     return [
         (t.detach().clone(), t.stride(), t is q, t is k, t.grad_fn is not None)
-        for t in (rq, rk, q, k)
+        for t in (*results, q, k)
     ]
 
 
@@ -214,6 +224,10 @@ def _forgetting(monkeypatch):
 @example(MODEL, ("needs grad", "k"))  # in place on a leaf that needs grad: refused
 @example({**MODEL, "inplace": False}, ("grad mode", "off"))
 @example({**ANGLES, "inplace": False}, ("needs grad", "the angles"))  # learned angles
+@example({**MODEL, "entry": "apply_rope(_)"}, None)  # q alone, in place
+@example({**MODEL, "entry": "apply_rope(_)", "inplace": False}, ("q_view", "contiguous"))
+@example({**MODEL, "entry": "rope_triton", "positions": "[T]"}, ("offset", 5))
+@example({**MODEL, "entry": "rope_triton"}, ("entry", "apply_rope(_)"))
 @example(ANGLES, ("offset", 5))  # angles with an offset: refused
 @example(ANGLES, ("base", 500000.0))  # refused
 @example(ANGLES, ("dtype", torch.float64))  # angles of another dtype: refused

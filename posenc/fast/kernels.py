@@ -76,6 +76,7 @@ from posenc.fast.triton import (
     _checked_qk,
     _lazily_negated,
     _remembered,
+    _rope_triton,
     rope_triton,
     triton_available,
 )
@@ -651,8 +652,12 @@ def apply_rope(
         >>> torch.equal(apply_rope(x, layout="half"), rope.apply_rope(x, layout="half"))
         True
     """
+    return _remembered(_apply_rope, x, None, positions, base, inv_freq, layout, False, offset)
+
+
+def _apply_rope(x, _, positions, base, inv_freq, layout, inplace, offset):
     if _use_triton(x, positions, inv_freq):
-        return rope_triton(x, positions, base=base, inv_freq=inv_freq, layout=layout, offset=offset)
+        return _rope_triton(x, None, positions, base, inv_freq, layout, False, offset)
     return _fastest(_Args(x, positions, base, inv_freq, layout, offset))
 
 
@@ -693,10 +698,12 @@ def apply_rope_(
         >>> apply_rope_(x, [4, 5, 6]) is x, torch.equal(x, expected)
         (True, True)
     """
+    return _remembered(_apply_rope_, x, None, positions, base, inv_freq, layout, True, offset)
+
+
+def _apply_rope_(x, _, positions, base, inv_freq, layout, inplace, offset):
     if _use_triton(x, positions, inv_freq):
-        return rope_triton(
-            x, positions, base=base, inv_freq=inv_freq, layout=layout, inplace=True, offset=offset
-        )
+        return _rope_triton(x, None, positions, base, inv_freq, layout, True, offset)
     args = _Args(x, positions, base, inv_freq, layout, offset)
     _writable("x", args)
     _inplace(args)

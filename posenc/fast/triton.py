@@ -29,11 +29,12 @@ offset into a KV cache). The kernel takes all of that as it is:
 - **little host work at all**: once Triton has compiled the kernel for a kind of call,
   posenc hands later calls of that kind to the compiled kernel's launcher itself, with the
   arguments Triton would pass, and skips Triton's own launch path (about 20 µs of Python a
-  call, more than the kernel's time at a decoding step); and a call of ``rope_qk`` alike to
-  one made before (the same shapes, strides, dtypes, devices and flags, as every layer's
-  call at every step of a model is) skips the checks and the assembly of its launch too,
-  and makes the launch that one made with its own tensors (``tests/test_triton_launch.py``
-  checks that the launcher receives what it receives when nothing is remembered);
+  call, more than the kernel's time at a decoding step); and a call of ``rope_qk`` (or
+  ``apply_rope``, ``apply_rope_``, ``rope_triton``, ``rope_qk_triton``) alike to one made
+  before (the same shapes, strides, dtypes, devices and flags, as every layer's call at
+  every step of a model is) skips the checks and the assembly of its launch too, and makes
+  the launch that one made with its own tensors (``tests/test_triton_launch.py`` checks
+  that the launcher receives what it receives when nothing is remembered);
 - **training**: the backward is the same kernel turning the other way, through a plain
   ``torch.autograd.Function`` in eager mode and through ops registered with
   ``torch.library`` under ``torch.compile`` (``fullgraph=True``).
@@ -572,20 +573,20 @@ _TAPE = threading.local()
 
 def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) -> tuple | None:
     """Everything ``body``'s checks and launch depend on but the tensors' values and where
-    they lie, or None for a call that is not remembered: one being compiled, subclasses of
+    they lie (``k`` may be None, for a function of one tensor), or None for a call that is
+    not remembered: one being compiled, subclasses of
     torch.Tensor, q on a device the kernel does not run on, q passed as k, tensors that need
     a gradient or carry a negative bit, positions in Python, frequencies on the CPU (their
     values are checked there), arguments of other types, or an offset outside int64."""
     if (
         torch.compiler.is_compiling()
         or type(q) is not torch.Tensor
-        or type(k) is not torch.Tensor
+        or not (k is None or type(k) is torch.Tensor)
         or not _runs_here(q.device)
         or q is k
         or q.requires_grad
-        or k.requires_grad
         or q.is_neg()
-        or k.is_neg()
+        or (k is not None and (k.requires_grad or k.is_neg()))
         or type(offset) is not int
         or not -(2**63) <= offset < 2**63
         or type(inplace) is not bool
@@ -614,10 +615,21 @@ def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) ->
         f = (inv_freq.shape, inv_freq.stride(), inv_freq.dtype, inv_freq.device)
     else:
         return None
+    kk = None if k is None else (k.shape, k.stride(), k.dtype, k.device)
     return (
-        body, q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device,
-        p, f, base, layout, inplace, offset == 0,
-    )  # fmt: skip
+        body,
+        q.shape,
+        q.stride(),
+        q.dtype,
+        q.device,
+        kk,
+        p,
+        f,
+        base,
+        layout,
+        inplace,
+        offset == 0,
+    )
 
 
 def _offset_width(offset: int) -> tuple[bool, bool]:
@@ -627,8 +639,9 @@ def _offset_width(offset: int) -> tuple[bool, bool]:
 
 def _remembered(body, q, k, positions, base, inv_freq, layout, inplace, offset):
     """``body(q, k, positions, base, inv_freq, layout, inplace, offset)``, a function that
-    checks a call of :func:`rope_qk_triton`'s arguments and makes its one launch: the first
-    time by ``body``, later ones alike by the launch ``body`` made (see :class:`_Plan`)."""
+    checks a call's arguments and makes its one launch, returning ``(q_out, k_out)``, or
+    ``q_out`` alone for ``k`` None: the first time by ``body``, later ones alike by the
+    launch ``body`` made (see :class:`_Plan`)."""
     call = (q, k, positions, base, inv_freq, layout, inplace, offset)
     outer = getattr(_TAPE, "calls", None)
     if outer is not None:  # inside a call being remembered: that one is not to be repeated
@@ -640,7 +653,7 @@ def _remembered(body, q, k, positions, base, inv_freq, layout, inplace, offset):
     if plan is _OWN_WAY:
         return body(*call)
     if plan is not None:
-        if inplace and one_memory("q", q, "k", k):  # one tensor's elements: rotated once
+        if inplace and k is not None and one_memory("q", q, "k", k):  # rotated once, by body
             return body(*call)  # (one_memory raises where the call's own checks raise)
         return _replay(plan, q, k, positions, inv_freq, inplace, offset)
     _TAPE.calls = tape = []
@@ -662,10 +675,11 @@ def _plan(tape, result, q, k, positions, base, inv_freq, layout, inplace, offset
     from its arguments alone; or None for nothing yet: Triton compiled the kernel (the next
     call alike is remembered, with the compiled kernel's direct launch), or q and k were one
     memory (rotated once, another way)."""
-    if inplace and one_memory("q", q, "k", k):
+    if inplace and k is not None and one_memory("q", q, "k", k):
         return None
     if not tape or tape[0][0] != "launch" or len(tape) > 2:
         return _OWN_WAY
+    result = (result, None) if k is None else result
     direct = None
     if len(tape) == 2:
         if tape[1][0] == "triton":  # Triton's own launch: the next call launches directly,
@@ -702,11 +716,13 @@ def _plan(tape, result, q, k, positions, base, inv_freq, layout, inplace, offset
 
 
 def _replay(plan: _Plan, q, k, positions, inv_freq, inplace, offset):
-    """The launch of ``plan`` with this call's tensors: ``(q_out, k_out)``."""
+    """The launch of ``plan`` with this call's tensors: ``(q_out, k_out)``, or ``q_out``
+    alone for ``k`` None."""
     if inplace:
         q_out, k_out = q, k
     else:
-        q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+        q_out = torch.empty_like(q)
+        k_out = None if k is None else torch.empty_like(k)
     table = positions.table if type(positions) is Angles else positions
     sources = (None, q, q_out, k, k_out, table, inv_freq, plan.const)
     direct = plan.direct
@@ -722,6 +738,10 @@ def _replay(plan: _Plan, q, k, positions, inv_freq, inplace, offset):
     else:
         q_, q_out_, k_, k_out_, pos, freqs = plan.launch(sources)
         _launch(q_, q_out_, k_, k_out_, pos, offset, freqs, *plan.flags)
+    if k is None:
+        if inplace:
+            written(q)
+        return q_out
     if inplace:
         written(q, k)
     return q_out, k_out
@@ -918,6 +938,11 @@ def rope_triton(
         ...     y = rope_triton(x, torch.arange(5) + 7, layout="half")
         ...     assert y.stride() == x.stride() and torch.allclose(y.norm(dim=-1), x.norm(dim=-1))
     """
+    return _remembered(_rope_triton, x, None, positions, base, inv_freq, layout, inplace, offset)
+
+
+def _rope_triton(x, _, positions, base, inv_freq, layout, inplace, offset):
+    """:func:`rope_triton`'s checks and launch (the second argument, k, is None)."""
     check_bool("inplace", inplace)
     _check_x("x", x)
     layout = check_layout(layout)
@@ -954,7 +979,8 @@ def rope_triton(
     flags = (layout == "interleaved", False)
     grad = torch.is_grad_enabled() and x.requires_grad
     if not inplace:
-        return _call("rope", x4, rows, offset, freqs, *flags, grad=grad).view(x.shape)
+        out = _call("rope", x4, rows, offset, freqs, *flags, grad=grad)
+        return out if x4 is x else out.view(x.shape)
     check_no_overlap("x", x)
     check_writable("x", x)
     if grad:  # autograd records the copy
