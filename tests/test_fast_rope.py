@@ -899,6 +899,13 @@ def test_a_lazy_negation_is_rotated_as_its_values(shape, dtype, layout):
     written, k = torch._neg_view(x.clone()), x.clone()
     fr.rope_qk(written, k, layout=layout, inplace=True)
     assert torch.equal(written, want)
+    angles = tb.rope_angles(torch.arange(shape[-2]), shape[-1], dtype=torch.float32)
+    if dtype != torch.float64:  # angles are made in q's angle dtype; the tables path's cos
+        near = fr.rope_qk(x.neg(), x, angles, layout=layout)[0]  # may differ by one ulp
+        assert torch.equal(fr.rope_qk(torch._neg_view(x), x, angles, layout=layout)[0], near)
+        written = torch._neg_view(x.clone())
+        fr.rope_qk(written, x.clone(), angles, layout=layout, inplace=True)
+        assert torch.equal(written, near)
     if dtype != torch.bfloat16:
         cos = torch.ones(shape[-2], shape[-1] // 2, dtype=dtype)
         with pytest.raises(ValueError, match="lazy negation"):

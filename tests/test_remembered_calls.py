@@ -59,6 +59,7 @@ FIELDS = {  # each field of a call, and the values a call may take
         "[B, T]",
         "[B, 1, T]",
         "[B, 1, T] every other",
+        "[B, 1, T] negated lazily",
         "list",
         "angles",
         "angles [B]",
@@ -123,6 +124,7 @@ def _arguments(call, seed):
         "[B, T]": lambda: rows,
         "[B, 1, T]": lambda: rows[:, None],
         "[B, 1, T] every other": lambda: torch.stack([rows, -rows], -1).view(b, 1, 2 * t)[..., ::2],
+        "[B, 1, T] negated lazily": lambda: torch._neg_view(-rows[:, None]),  # memory: -rows
         "list": lambda: steps.tolist(),
         "angles": lambda: rope_angles(steps, d, dtype=angle),
         "angles [B]": lambda: rope_angles(rows, d, dtype=angle),
@@ -209,6 +211,7 @@ def _forgetting(monkeypatch):
 @example(MODEL, ("k_view", "padded rows"))  # k's strides alone
 @example(MODEL, ("k_dtype", "another"))  # refused
 @example(MODEL, ("positions", "[B, 1, T] every other"))  # the positions' strides
+@example(MODEL, ("positions", "[B, 1, T] negated lazily"))  # memory that holds -positions
 @example(MODEL, ("layout", "interleaved"))
 @example(MODEL, ("layout", "diagonal"))  # refused
 @example(MODEL, ("inplace", False))

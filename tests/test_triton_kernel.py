@@ -1213,3 +1213,26 @@ def test_a_lazy_negation_is_refused_by_the_kernel():
         tr.rope_triton(torch._neg_view(q))
     with pytest.raises(ValueError, match="resolve_neg"):
         tr.rope_qk_triton(q, torch._neg_view(k))
+
+
+def test_frequencies_angles_and_positions_negated_lazily_are_read_as_their_values():
+    """Frequencies, an angles' table or positions whose memory holds their values negated
+    are resolved before the kernel reads them: the results are those of the values."""
+    from posenc.fast.tables import Angles, rope_angles
+
+    x, k = torch.randn(1, 3, 4, 2), torch.randn(1, 1, 4, 2)  # D=2: one frequency, contiguous
+    inv_freq = torch.tensor([0.3])
+    want = tr.rope_triton(x, inv_freq=inv_freq, layout="half")
+    assert torch.equal(tr.rope_triton(x, inv_freq=torch._neg_view(-inv_freq), layout="half"), want)
+    positions = torch.arange(4) + 2
+    want = tr.rope_qk_triton(x, k, positions)
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(tr.rope_qk_triton(x, k, torch._neg_view(-positions)), want, strict=True)
+    )
+    table = rope_angles(positions, 2).table
+    negated = Angles(torch._neg_view(-table))
+    got = tr.rope_qk_triton(x, k, negated)
+    assert all(
+        torch.equal(a, b) for a, b in zip(got, tr.rope_qk_triton(x, k, Angles(table)), strict=True)
+    )

@@ -574,13 +574,14 @@ _TAPE = threading.local()
 def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) -> tuple | None:
     """Everything ``body``'s checks and launch depend on but the tensors' values and where
     they lie (``k`` may be None, for a function of one tensor), or None for a call that is
-    not remembered: one being compiled, subclasses of
-    torch.Tensor, q on a device the kernel does not run on, q passed as k, tensors that need
-    a gradient or carry a negative bit, positions in Python, frequencies on the CPU (their
-    values are checked there), arguments of other types, or an offset outside int64."""
+    not remembered: one being compiled, subclasses of torch.Tensor, q not ``[B, H, T, D]``,
+    q on a device the kernel does not run on, q passed as k, tensors that need a gradient
+    or carry a negative bit, positions in Python, frequencies on the CPU (their values are
+    checked there), arguments of other types, or an offset outside int64."""
     if (
         torch.compiler.is_compiling()
         or type(q) is not torch.Tensor
+        or q.dim() != 4  # others are launched as views the call makes
         or not (k is None or type(k) is torch.Tensor)
         or not _runs_here(q.device)
         or q is k
@@ -596,11 +597,11 @@ def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) ->
         return None
     if positions is None:
         p = None
-    elif type(positions) is torch.Tensor:
+    elif type(positions) is torch.Tensor and not positions.is_neg():
         p = (positions.shape, positions.stride(), positions.dtype, positions.device)
     elif type(positions) is Angles and type(positions.table) is torch.Tensor:
         t = positions.table
-        if t.requires_grad:
+        if t.requires_grad or t.is_neg():
             return None
         p = ("angles", t.shape, t.stride(), t.dtype, t.device)
     else:
@@ -610,6 +611,7 @@ def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) ->
     elif (
         type(inv_freq) is torch.Tensor
         and not inv_freq.requires_grad
+        and not inv_freq.is_neg()
         and inv_freq.device.type != "cpu"
     ):
         f = (inv_freq.shape, inv_freq.stride(), inv_freq.dtype, inv_freq.device)
@@ -785,19 +787,24 @@ def _check_x(name: str, x: object) -> torch.Tensor:
         raise ValueError(f"{name} must have at least one position, got shape {tuple(x.shape)}")
     if x.dtype not in _DTYPE_SET:
         raise ValueError(f"{name} must have one of the dtypes {TRITON_DTYPES}, got {x.dtype}")
-    if _lazily_negated(x):
-        raise ValueError(
-            f"{name} must not be a lazy negation (its memory holds the negated values, e.g. "
-            f"z.conj().imag): pass {name}.resolve_neg()"
-        )
     return x
 
 
 def _lazily_negated(x: torch.Tensor) -> bool:
     """Whether ``x``'s memory holds its values negated (``z.conj().imag``), which a kernel
-    reading memory would take for its values. (Under ``torch.compile``, which cannot trace
-    the question, the compiled graph hands the operations resolved tensors.)"""
+    reading memory would take for its values. (Not asked under ``torch.compile``, which
+    cannot trace the question.)"""
     return not torch.compiler.is_compiling() and x.is_neg()
+
+
+def _check_not_negated(**tensors: torch.Tensor) -> None:
+    """The kernel reads memory: a lazy negation is refused, with what to pass instead."""
+    for name, t in tensors.items():
+        if _lazily_negated(t):
+            raise ValueError(
+                f"{name} must not be a lazy negation (its memory holds the negated values, "
+                f"e.g. z.conj().imag): pass {name}.resolve_neg()"
+            )
 
 
 def _check_device(x: torch.Tensor) -> None:
@@ -827,6 +834,7 @@ def _freqs(x, base, inv_freq) -> torch.Tensor:
         )
     freqs = _on("inv_freq", _check_inv_freq(inv_freq, x.shape[-1]), x.device)
     freqs = freqs if freqs.dtype in _DTYPE_SET else freqs.to(dtype)
+    freqs = freqs.resolve_neg() if _lazily_negated(freqs) else freqs  # the kernel reads memory
     return freqs if freqs.is_contiguous() else freqs.contiguous()  # read one after another
 
 
@@ -849,6 +857,8 @@ def _integer_tensor(positions, device) -> torch.Tensor:
     if isinstance(positions, torch.Tensor):
         if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
             raise TypeError(f"positions must hold integers, got dtype {positions.dtype}")
+        if _lazily_negated(positions):  # the kernel reads memory
+            positions = positions.resolve_neg()
         return _on("positions", positions, device)
     return check_positions("positions", positions, nonnegative=False).to(device)
 
@@ -945,6 +955,7 @@ def _rope_triton(x, _, positions, base, inv_freq, layout, inplace, offset):
     """:func:`rope_triton`'s checks and launch (the second argument, k, is None)."""
     check_bool("inplace", inplace)
     _check_x("x", x)
+    _check_not_negated(x=x)
     layout = check_layout(layout)
     offset = check_int("offset", offset)
     freqs = _freqs(x, base, inv_freq)
@@ -1049,6 +1060,7 @@ def rope_qk_triton(
 def _rope_qk_triton(q, k, positions, base, inv_freq, layout, inplace, offset):
     check_bool("inplace", inplace)
     _check_qk(q, k)
+    _check_not_negated(q=q, k=k)
     return _checked_qk(q, k, positions, base, inv_freq, layout, inplace, offset)
 
 
@@ -1095,6 +1107,8 @@ def _angle_table(angles: Angles, q: torch.Tensor, base, inv_freq, offset: int) -
         )
     if table.stride(3) != 1 or table.stride(2) != dim // 2:  # each row [cos, sin] read as one
         table = table.contiguous()
+    if _lazily_negated(table):  # the kernel reads memory
+        table = table.resolve_neg()
     return _on("angles", table, q.device)
 
 
