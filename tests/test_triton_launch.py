@@ -189,3 +189,44 @@ def test_a_remembered_call_off_16_bytes_goes_where_its_key_sends_it():
     _launch_path_checked()
     served = json.loads(_fake_gpu(_MISALIGNED))
     assert served == ["direct", "by its key", "by its key", "by its key", "direct"]
+
+
+_DISPATCHED = """
+import json
+import fake_gpu_launch as f
+from torch.utils._python_dispatch import TorchDispatchMode
+
+f.driver.set_active(f.FakeCuda())
+f.on_the_gpu_s_path()
+
+
+class Record(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+found = {}
+for inplace in (True, False):
+    call = {**f.MODEL_GPU, "inplace": inplace}
+    for seed in (0, 2):
+        f.outcome(call, seed, (0, 0, 0))  # compiled, then remembered
+    q, k, positions, kwargs = f._arguments(call, 4)
+    with Record() as record:
+        f.ENTRIES[call["entry"]](q, k, positions, **kwargs)
+    found[str(inplace)] = record.ops
+print(json.dumps(found))
+"""
+
+
+def test_a_remembered_call_dispatches_nothing_but_its_outputs():
+    """A remembered call, taken through the GPU's launch path, dispatches no tensor operation
+    but the allocation of its outputs: nothing read back from the device, nothing copied,
+    no table made; in place, nothing at all."""
+    _launch_path_checked()
+    found = json.loads(_fake_gpu(_DISPATCHED))
+    assert found == {"True": [], "False": ["empty_like", "empty_like"]}
