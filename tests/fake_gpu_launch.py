@@ -223,8 +223,8 @@ def outcome(call, seed, shifts):
     except (TypeError, ValueError, RuntimeError) as error:
         return type(error), str(error)
     table = positions.table if isinstance(positions, Angles) else positions
-    roles = {"q": q, "k": k, "positions": table, "inv_freq": kwargs["inv_freq"],
-             "q out": result[0], "k out": result[-1]}  # fmt: skip
+    outputs = dict(zip(("q out", "k out"), result, strict=False))  # one result, or two
+    roles = {"q": q, "k": k, "positions": table, "inv_freq": kwargs["inv_freq"], **outputs}
 
     def role(a):
         if not isinstance(a, torch.Tensor):

@@ -766,7 +766,7 @@ def _use_triton(x, positions, inv_freq=None) -> bool:
         and x.dtype in _DTYPE_SET
         and x.dim() >= 2
         and x.device.type in _TRITON_DEVICES
-        and not _lazily_negated(x)  # tensor operations read it as its values, the kernel not
+        and not _lazily_negated(x)  # the kernel reads memory; tensor operations read values
         and triton_available()
     ):
         return False
