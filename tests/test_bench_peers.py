@@ -153,6 +153,36 @@ def test_the_model_measurement_swaps_rope_for_real():
         assert row["share_posenc"] == pytest.approx(1 - row["ms_none"] / row["ms_posenc"])
 
 
+def test_rope_s_share_is_paired_within_rounds_and_every_variant_goes_first(monkeypatch):
+    """Each round's clock runs slower than the last, by far more than RoPE costs, and the
+    first pass of a round pays a cold start: each share still comes out as RoPE's cost. The
+    times are compared within a round, and the variants take turns at going first, so the
+    rounds a cold start spoils are a minority for every variant (the median passes them by);
+    the second pass without RoPE reads no difference where there is none."""
+    from transformers.models.llama import modeling_llama
+
+    cost = {"apply_rotary_pos_emb": 1.10, "posenc_rope": 1.02, "no_rope": 1.0}
+    timed = []
+
+    def wall(fn, device):
+        fn()
+        timed.append(modeling_llama.apply_rotary_pos_emb.__name__)
+        r, place = divmod(len(timed) - 1, 4)
+        return cost[timed[-1]] * (1 + 0.5 * r) + (0.3 if place == 0 else 0.0)
+
+    monkeypatch.setattr(peers, "_wall", wall)
+    rows = peers.model_share(
+        "cpu", shape=peers.TINY_MODEL, prefill=((1, 16),), decode=(2, 15), rounds=9
+    )
+    for row in rows:
+        assert row["share_transformers"] == pytest.approx(1 - 1 / 1.10)
+        assert row["share_posenc"] == pytest.approx(1 - 1 / 1.02)
+        assert row["share_noise"] == 0
+        assert row["ms_transformers"] > row["ms_posenc"] > row["ms_none"]
+    firsts = timed[::4]
+    assert len(timed) == 36 * len(rows) and set(firsts) == set(cost)
+
+
 def test_the_decoding_cache_is_made_with_transformers_rope(monkeypatch):
     """The KV cache a decoding step reads is made as the model makes it, with its own RoPE,
     whichever RoPE the step before was timed with."""

@@ -133,7 +133,8 @@ def _peers(device: str, args) -> int:
         for row in result["model"]:
             print(
                 f"  {row['step']}: RoPE's share of the forward pass, transformers "
-                f"{row['share_transformers']:.1%}, posenc {row['share_posenc']:.1%}"
+                f"{row['share_transformers']:.1%}, posenc {row['share_posenc']:.1%} "
+                f"(one round's noise {row['share_noise']:.1%})"
             )
     except Exception as err:  # reported, and the grid above still stands
         result["model_error"] = f"{type(err).__name__}: {err}"

@@ -490,7 +490,7 @@ def model_share(
     shape: dict | None = None,
     prefill: tuple[tuple[int, int], ...] = ((1, 4096), (8, 4096)),
     decode: tuple[int, int] = (64, 4095),
-    rounds: int = 15,
+    rounds: int = 31,
     dtype: torch.dtype | None = None,
     log: Callable[[str], None] = lambda line: None,
 ) -> list[dict]:
@@ -498,24 +498,32 @@ def model_share(
 
     A two-layer ``LlamaModel`` shaped like Llama 3 8B (hidden 4,096, 32 heads, 8 key/value
     heads, 14,336 MLP features, base 500,000), random weights, bfloat16 on a GPU, SDPA
-    attention. Timed three ways on the same inputs: as transformers runs it; with its
+    attention. Timed on the same inputs as transformers runs it; with its
     ``apply_rotary_pos_emb`` replaced by posenc's ``rope_qk`` (in place, positions from the
-    step); and with RoPE replaced by nothing. The share of a RoPE is ``(t - t_none) / t``.
-    The rotary module still makes its ``cos`` and ``sin`` in all three.
+    step); and twice with RoPE replaced by nothing. The rotary module still makes its ``cos``
+    and ``sin`` in every one.
+
+    Each round times every variant once, in an order that turns from round to round, and
+    the share of a RoPE is the median over rounds of ``(t - t_none) / t`` within a round:
+    a clock that drifts between rounds (a GPU's does, by a few percent) moves both times
+    alike. The second pass without RoPE shows what the measurement reads where there is no
+    difference at all: ``share_noise`` is the median over rounds of how far its share
+    (against the first) lies from zero, the noise of one round's share.
 
     Args:
         device: where to run.
         shape: LlamaConfig fields to change (a CPU smoke run passes a tiny model).
         prefill: ``(B, T)`` forward passes over ``T`` new tokens.
         decode: ``(B, cached)``: one new token after a KV cache of ``cached`` positions.
-        rounds: timed rounds (median), the three variants taking turns.
+        rounds: timed rounds (median), the variants taking turns.
         dtype: the model's weights (default bfloat16 on a GPU, float32 elsewhere); its RoPE
             frequencies stay float32, as transformers computes them.
         log: called with a line per measurement.
 
     Returns:
-        One dict per step: ``step, ms_transformers, ms_posenc, ms_none, share_transformers,
-        share_posenc``, and ``posenc_vs_transformers``, ``none_vs_transformers``: the largest
+        One dict per step: ``step, ms_transformers, ms_posenc, ms_none`` (medians),
+        ``share_transformers, share_posenc, share_noise`` (see above), and
+        ``posenc_vs_transformers``, ``none_vs_transformers``: the largest
         difference of the last hidden state from transformers' own, over its largest entry
         (small with posenc's RoPE, rounding apart; large without any: the swap took effect).
 
@@ -547,11 +555,11 @@ def model_share(
             q, k, None, inv_freq=inv_freq, layout="half", inplace=True, offset=state["offset"]
         )
 
-    variants = {
-        "transformers": own,
-        "posenc": posenc_rope,
-        "none": lambda q, k, *args, **kwargs: (q, k),
-    }
+    def no_rope(q, k, *args, **kwargs):
+        return q, k
+
+    variants = {"transformers": own, "posenc": posenc_rope, "none": no_rope, "none again": no_rope}
+    names = list(variants)
     steps = [(f"prefill B={b}, T={t}", b, t, 0) for b, t in prefill]
     steps.append((f"decode B={decode[0]} after {decode[1]}", decode[0], 1, decode[1]))
     out = []
@@ -575,19 +583,24 @@ def model_share(
                     cache.crop(-length)  # drop the new token: the same cache for every call
 
             found, hidden = {name: [] for name in variants}, {}
-            for name, fn in variants.items():
-                modeling_llama.apply_rotary_pos_emb = fn
+            for name in names[:3]:
+                modeling_llama.apply_rotary_pos_emb = variants[name]
                 with torch.no_grad():  # the swap is real: the output with posenc's RoPE
                     hidden[name] = model(  # is transformers', and without RoPE it is not
                         ids, position_ids=position_ids, use_cache=True, **{cache_arg: cache}
                     ).last_hidden_state.float()
                 if cache is not None:
                     cache.crop(-length)
-            for _ in range(rounds):  # interleaved, so that a drifting clock favours none
-                for name, fn in variants.items():
-                    modeling_llama.apply_rotary_pos_emb = fn
+            for r in range(rounds):  # each variant first in turn: no place in a round favoured
+                for name in names[r % len(names) :] + names[: r % len(names)]:
+                    modeling_llama.apply_rotary_pos_emb = variants[name]
                     found[name].append(_wall(forward, device))
             ms = {name: statistics.median(t) * 1e3 for name, t in found.items()}
+
+            def share(name, found=found):  # paired within each round
+                pairs = zip(found[name], found["none"], strict=True)
+                return statistics.median((t - none) / t for t, none in pairs)
+
             scale = float(hidden["transformers"].abs().max())
             out.append(
                 {
@@ -595,8 +608,12 @@ def model_share(
                     "ms_transformers": ms["transformers"],
                     "ms_posenc": ms["posenc"],
                     "ms_none": ms["none"],
-                    "share_transformers": (ms["transformers"] - ms["none"]) / ms["transformers"],
-                    "share_posenc": (ms["posenc"] - ms["none"]) / ms["posenc"],
+                    "share_transformers": share("transformers"),
+                    "share_posenc": share("posenc"),
+                    "share_noise": statistics.median(
+                        abs(t - none) / t
+                        for t, none in zip(found["none again"], found["none"], strict=True)
+                    ),
                     "posenc_vs_transformers": float(
                         (hidden["posenc"] - hidden["transformers"]).abs().max() / scale
                     ),
@@ -740,7 +757,8 @@ def share_table(result: dict):
         A :class:`posenc.table.Table`: a row per step, with the forward pass's time (ms)
         with no RoPE, with transformers' and with posenc's, and RoPE's share of the time
         for each, ``(with - without) / with`` (a small share can come out below zero: the
-        times of two passes differ by a little noise).
+        times of two passes differ by a little noise); and, where the result holds it, that
+        noise (``share_noise``, see :func:`model_share`).
 
     Raises:
         ValueError: when ``result`` holds no model measurement.
@@ -765,6 +783,7 @@ def share_table(result: dict):
             "result must hold a model measurement under 'model' (model_share's rows, each with "
             f"{', '.join(keys)}) and the machine's device"
         )
+    noise = all("share_noise" in s for s in steps)
     body = [
         [
             s["step"],
@@ -774,6 +793,7 @@ def share_table(result: dict):
             f"{s['share_transformers']:.1%}",
             f"{s['share_posenc']:.1%}",
         ]
+        + ([f"{s['share_noise']:.1%}"] if noise else [])
         for s in steps
     ]
     caption = (
@@ -782,6 +802,9 @@ def share_table(result: dict):
     )
     columns = ["step", "none", "transformers", "posenc", "transformers", "posenc"]
     groups = [("", 1), ("time (ms)", 3), ("RoPE's share", 2)]
+    if noise:
+        columns.append("one round's noise")
+        groups[-1] = ("RoPE's share", 3)
     return Table(columns, body, caption=caption, groups=groups)
 
 
