@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import io
 import json
 import math
@@ -404,8 +405,19 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
     (kernel,) = [
         r["us"] for r in pick((decode,), "posenc half in place") if own(r["implementation"])
     ]
-    assert min(r["host_us"] for r in pick((decode,), "posenc")) > 10 * kernel
-    says(f"more than ten times the GPU's {kernel:.1f} µs")
+    (in_place,) = [
+        r["host_us"] for r in pick((decode,), "posenc half in place") if own(r["implementation"])
+    ]
+    (copy_row,) = pick((decode,), "copy_")
+    assert in_place < copy_row["host_us"]
+    times = ("two", "three", "four", "five", "six", "seven", "eight", "nine")[
+        int(in_place / kernel) - 2
+    ]
+    says(
+        f"posenc's call in place takes {in_place:.0f} µs of the host's time, less than the "
+        f"{copy_row['host_us']:.0f} µs of `copy_`'s two launches, and still {times} times the "
+        f"GPU's {kernel:.1f} µs"
+    )
     lo, hi = span(pick(large, "posenc", memory="contiguous"))
     a, b = (format(pick((c,), "liger", memory="contiguous")[0]["copy_ratio"], ".2f") for c in large)
     says(
@@ -438,12 +450,17 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
     says(
         f"With transformers' RoPE, {one['share_transformers']:.1%} of the prefill's time at B=1 "
         f"and {eight['share_transformers']:.1%} at B=8 goes to the rotation; with posenc's, "
-        f"{one['share_posenc']:.1%}, and at B=8 less than the noise"
+        f"{one['share_posenc']:.1%} and {eight['share_posenc']:.1%}"
     )
-    assert eight["share_posenc"] < 0 and round(-eight["share_posenc"], 2) == 0.02
-    says(f"vary by about two percent between timings, so posenc's {one['share_posenc']:.1%} at B=1")
-    assert one["share_posenc"] > 0.01
-    says(f"small with either, {step['share_transformers']:.1%} and {step['share_posenc']:.1%}.")
+    assert max(one["share_posenc"], eight["share_posenc"]) <= 0.01
+    rounds = inspect.signature(peers.model_share).parameters["rounds"].default
+    says(f"the median of {rounds} rounds")
+    says(f"lies {one['share_noise']:.1%} and {eight['share_noise']:.1%} from zero")
+    says(
+        f"small with either, {step['share_transformers']:.1%} and {step['share_posenc']:.1%}, "
+        f"and one round's noise there is {step['share_noise']:.1%}"
+    )
+    assert 0 < step["share_transformers"] - step["share_posenc"] < step["share_noise"]
     table = peers.table(result, value="max_error")
     assert len(table.rows) == 5 and table.rows[2][0] == "B=8, T=4k, D=128"
     named = [name for name, span_ in table.groups[1:] for _ in range(span_)]  # each library once
@@ -456,13 +473,22 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
 
 
 def test_the_share_table_shows_each_step_of_the_model():
-    """``share_table``: a row per model step, the three times and the two shares (a share
-    below zero, the noise between two timings, shown as measured), and a clear error for a
-    result without a model measurement."""
+    """``share_table``: a row per model step, the three times, the two shares and one
+    round's noise; without the noise (a result measured before it was), the shares alone,
+    one below zero shown as measured; and a clear error for a result without a model
+    measurement."""
     result = peers.stored()
     table = peers.share_table(result)
     assert [row[0] for row in table.rows] == [s["step"] for s in result["model"]]
-    assert table.rows[1][-1] == "-1.8%" and table.rows[0][-2:] == ["7.3%", "1.8%"]
+    assert table.rows[0][-3:] == ["8.3%", "0.7%", "0.5%"]
+    assert table.groups == [("", 1), ("time (ms)", 3), ("RoPE's share", 3)]
+    assert table.columns[-1] == "one round's noise"
+    older = copy.deepcopy(result)
+    for s in older["model"]:
+        del s["share_noise"]
+    older["model"][1]["share_posenc"] = -0.018
+    table = peers.share_table(older)
+    assert table.rows[1][-2:] == ["8.0%", "-1.8%"] and len(table.columns) == 6
     assert table.groups == [("", 1), ("time (ms)", 3), ("RoPE's share", 2)]
     step = result["model"][0]
     for bad in (
@@ -582,21 +608,27 @@ def test_a_cpu_run_of_small_cases_has_no_target_to_check(result):
 
 
 def test_the_stored_gpu_run_against_the_targets():
-    """The stored H100 run passes 20 of its 25 checks. With the positions, it misses Liger's
+    """The stored H100 run passes 21 of its 25 checks. With the positions, it misses Liger's
     bar in the two cases where Liger's kernel is faster (B=1, T=4k, D=64, in L2, and the
     decoding step); with the angles made beforehand, as Liger is handed its tables, it meets
-    it in every case. It misses the host's time per call at decoding (15 µs) by more than
-    twice, in place and out of place, and the model's share at B=1 (1.8% against 1%, within
-    the noise of whole forward passes: at B=8 the share came out below zero)."""
-    got = _verdicts(peers.stored("h100"))
+    it in every case. It misses the host's time per call at decoding (15 µs), in place and
+    out of place, by less than that host takes for ``copy_`` of the same bytes; the model's
+    shares meet theirs."""
+    result = peers.stored("h100")
+    got = _verdicts(result)
     missed = {key for key, c in got.items() if c["met"] is not True}
     assert missed == {
         ("in place / Liger's bar", "B=1, T=4k, D=64"),
         ("in place / Liger's bar", _DECODE),
         ("host µs per call, in place", _DECODE),
         ("host µs per call, out of place", _DECODE),
-        ("model: RoPE's share, at most 1%", "prefill B=1, T=4096"),
     }
+    (copy_host,) = [
+        r["host_us"]
+        for r in result["rows"]
+        if (r["case"], r["memory"], r["dtype"], r["pass"], r["implementation"])
+        == (_DECODE, "model view", "bfloat16", "forward", "copy_")
+    ]
     for name in ("host µs per call, in place", "host µs per call, out of place"):
-        assert 30 < got[name, _DECODE]["value"] < 75
+        assert 15 < got[name, _DECODE]["value"] < 1.1 * copy_host
     assert len(got) == 25

@@ -22,10 +22,10 @@ offset into a KV cache). The kernel takes all of that as it is:
   (:func:`posenc.fast.tables.rope_angles`, as transformers makes its ``cos`` and ``sin``)
   hands them to every layer, and the kernel reads them where it would make them. Where
   memory does not bound the time that is what counts: in the stored H100 run (bf16,
-  ``posenc/bench/results/rope_peers_h100.json``), a decoding step ran at 1.65 of ``copy_``'s
-  speed with the angles read and 1.43 with them made, and the smallest prefill case (B=1,
-  T=4,096, D=64) at 1.55 against 1.32; Liger-Kernel, which is handed its ``cos`` and ``sin``
-  the same way, at 1.76 and 1.54;
+  ``posenc/bench/results/rope_peers_h100.json``), a decoding step ran at 1.64 of ``copy_``'s
+  speed with the angles read and 1.49 with them made, and the smallest prefill case (B=1,
+  T=4,096, D=64) at 1.55 against 1.33; Liger-Kernel, which is handed its ``cos`` and ``sin``
+  the same way, at 1.74 and 1.57;
 - **little host work at all**: once Triton has compiled the kernel for a kind of call,
   posenc hands later calls of that kind to the compiled kernel's launcher itself, with the
   arguments Triton would pass, and skips Triton's own launch path (about 20 µs of Python a
