@@ -272,19 +272,30 @@ def check_copyable(
     name: str, t: torch.Tensor, device: torch.device, owner: str = "x"
 ) -> torch.Tensor:
     """Return ``t`` if it can be copied to ``device`` (where the computation runs, the device
-    of the argument named ``owner``): a tensor on the meta device holds no values to copy
-    anywhere else.
+    of the argument named ``owner``): ``t`` on that device or on the CPU. A few values from
+    the CPU are what a caller has at hand (``torch.arange(T)``); from another device, the copy
+    would wait on it, and the call most likely mixed its devices by mistake; a tensor on the
+    meta device holds no values to copy at all.
 
     Raises:
         ValueError: naming ``t`` and both devices.
     """
-    if t.device.type == "meta" and device.type != "meta":
+    if t.device == device or t.device.type == "cpu":
+        return t
+    where = "the CPU" if device.type == "cpu" else f"{device} or on the CPU"
+    if t.device.type == "meta":
         raise ValueError(
             f"{name} is on the meta device, which holds no values to copy to {owner}'s device "
-            f"{device}: put {name} on "
-            + ("the CPU" if device.type == "cpu" else f"{device} or on the CPU")
+            f"{device}: put {name} on {where}"
         )
-    return t
+    allowed = (
+        f"{owner}'s device cpu"
+        if device.type == "cpu"
+        else f"{owner}'s device {device} or on the CPU"
+    )
+    raise ValueError(
+        f"{name} must be on {allowed}, got {name} on {t.device}: put {name} on {where}"
+    )
 
 
 def check_same_dtype(**tensors: torch.Tensor) -> torch.dtype:
@@ -311,9 +322,9 @@ def same_device(func: Callable | None = None, *, copied: tuple[str, ...] = ()) -
     its ``ValueError`` names both arguments and both devices (instead of torch's internal
     error from deep inside the computation). Arguments named in ``copied`` hold a few values
     rather than data (positions, frequencies) and the function copies them to the data's
-    device, as :func:`posenc.rope.apply_rope` does: they are left out of the check and may
-    come from the CPU; one on the meta device, which holds no values to copy, is refused
-    when the data are elsewhere.
+    device, as :func:`posenc.rope.apply_rope` does: they may be on the data's device or on
+    the CPU, and are refused on any other (the meta device, which holds no values to copy,
+    among them).
 
     Args:
         func: the function (``@same_device``); None when called with ``copied``
@@ -326,7 +337,7 @@ def same_device(func: Callable | None = None, *, copied: tuple[str, ...] = ()) -
     Raises:
         TypeError: when decorating, if ``copied`` is not a tuple of ``func``'s parameter
             names. The checked function raises ValueError for tensors on two devices, or a
-            copied one on the meta device while the data are elsewhere.
+            copied one on neither the data's device nor the CPU.
     """
     if not (isinstance(copied, tuple) and all(isinstance(n, str) for n in copied)):
         raise TypeError(f"copied must be a tuple of parameter names, {_got(copied)}")

@@ -27,7 +27,13 @@ from dataclasses import dataclass
 
 import torch
 
-from posenc._validate import check_even_dim, check_layout, check_positions, check_tensor
+from posenc._validate import (
+    check_even_dim,
+    check_layout,
+    check_positions,
+    check_tensor,
+    same_device,
+)
 from posenc.rope import _join, _pairs, apply_rope, rope_inv_freq
 
 __all__ = [
@@ -338,6 +344,7 @@ def _pairs_as_complex(x: torch.Tensor, layout: str) -> torch.Tensor:
     return torch.complex(*_pairs(x, layout))
 
 
+@same_device(copied=("positions", "inv_freq"))
 def exact_rope(
     x: torch.Tensor,
     positions,
@@ -466,6 +473,7 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return F64 if dtype == F64 else torch.float32
 
 
+@same_device(copied=("positions", "inv_freq"))
 def rope_error_bound(
     x: torch.Tensor,
     positions,

@@ -279,6 +279,55 @@ def test_book_values_on_meta_are_not_copied(call, name, owner):
         call(lambda t: t.to(META))
 
 
+class _Elsewhere(torch.Tensor):
+    """A tensor that says it lives on a GPU and holds nothing: any operation on it (a copy
+    to the CPU, a value read) raises. It stands in for a GPU tensor where a call must refuse
+    it from its device alone, before it is touched."""
+
+    @staticmethod
+    def __new__(cls, t: torch.Tensor, device: str = "cuda"):
+        return torch.Tensor._make_wrapper_subclass(cls, t.shape, dtype=t.dtype, device=device)
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        raise AssertionError(f"{func} ran on a tensor of another device")
+
+
+@pytest.mark.parametrize("apply", [rope.apply_rope, rope.apply_rope_, fast.apply_rope])
+@pytest.mark.parametrize(
+    ("argument", "where"),
+    [
+        ({"positions": torch.arange(3)}, "cuda"),
+        ({"positions": torch.arange(3)[None]}, "cuda:1"),
+        ({"inv_freq": torch.ones(4)}, "cuda"),
+    ],
+    ids=["positions [T]", "positions [1, T] on a second GPU", "inv_freq"],
+)
+def test_values_on_a_third_device_are_refused(apply, argument, where):
+    """Positions and frequencies come from x's device or from the CPU; from any other device
+    (a GPU, for x on the CPU) the call refuses them, naming both devices, before reading
+    them: the copy would wait on that device, and the call most likely mixed its devices."""
+    ((name, value),) = argument.items()
+    with pytest.raises(
+        ValueError, match=f"{name} must be on x's device cpu, got {name} on {where}"
+    ):
+        apply(torch.randn(2, 3, 8), **{name: _Elsewhere(value, where)})
+    apply(torch.randn(2, 3, 8), **argument)  # from the CPU, the same call runs
+
+
+def test_the_book_refuses_values_from_a_third_device():
+    """The book's functions copy positions and frequencies as ``apply_rope`` does, so they
+    refuse them from a device that is neither the data's nor the CPU."""
+    with pytest.raises(ValueError, match="positions must be on x's device cpu, got positions on"):
+        rope.apply_rope_nd(torch.randn(6, 8), _Elsewhere(torch.zeros(6, 2, dtype=torch.long)))
+    with pytest.raises(ValueError, match="inv_freq must be on q's device cpu, got inv_freq on"):
+        frequencies.decay_bound(
+            *torch.randn(2, 8, dtype=torch.float64),
+            torch.arange(3),
+            inv_freq=_Elsewhere(torch.ones(4)),
+        )
+
+
 def test_same_device_takes_only_parameter_names_to_copy():
     """``copied`` names parameters: a bare string (whose letters would each count as a
     name) and a name the function does not have are refused when decorating."""

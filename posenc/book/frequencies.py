@@ -397,6 +397,7 @@ def pair_scores(
     return (rotated * k).reshape(m.numel(), -1, 2).sum(-1)  # [M, D/2]
 
 
+@same_device(copied=("distances",))
 def abel_partial_sums(distances, inv_freq: torch.Tensor) -> torch.Tensor:
     """RoFormer's partial sums ``S_j = sum_{i<j} exp(1j m theta_i)``, ``j = 1 .. D/2``.
 
@@ -414,8 +415,8 @@ def abel_partial_sums(distances, inv_freq: torch.Tensor) -> torch.Tensor:
         >>> abel_partial_sums([0], torch.tensor([1.0, 0.5])).real.tolist()
         [[1.0, 2.0]]
     """
-    m = _check_distances(distances)
     f = _check_freq("inv_freq", inv_freq)
+    m = _check_distances(distances).to(f.device)
     return torch.cumsum(_phases(m, f), dim=-1)
 
 
@@ -527,6 +528,7 @@ def _check_decay_inputs(distances, bound, aligned, random_scores, random_bound, 
     return m
 
 
+@same_device
 def decay_figure(
     distances: torch.Tensor,
     bound: torch.Tensor,
@@ -591,6 +593,7 @@ def decay_figure(
 # --- do positions repeat? --------------------------------------------------------------------
 
 
+@same_device(copied=("distances",))
 def encoding_distance(distances, inv_freq: torch.Tensor) -> torch.Tensor:
     """``|E(p + m) - E(p)|`` for ``E(p) = apply_rope(u, p)``, ``u`` a fixed unit vector.
 
@@ -613,8 +616,8 @@ def encoding_distance(distances, inv_freq: torch.Tensor) -> torch.Tensor:
         >>> encoding_distance([0, 1], rope_inv_freq(64)).tolist()[0]
         0.0
     """
-    m = _check_distances(distances)
     f = _check_freq("inv_freq", inv_freq)
+    m = _check_distances(distances).to(f.device)
     cos_sum = torch.cos(torch.outer(m, f)) @ torch.ones_like(f)  # sum_i cos(m theta_i), [M]
     return ((2.0 / f.numel()) * (f.numel() - cos_sum)).clamp_min(0).sqrt()
 
@@ -650,7 +653,7 @@ def nearest_return(
     f = _check_freq("inv_freq", inv_freq)
     best = (0, math.inf)
     for start in range(min_distance, max_distance + 1, chunk):
-        m = torch.arange(start, min(start + chunk, max_distance + 1))
+        m = torch.arange(start, min(start + chunk, max_distance + 1), device=f.device)
         dist = encoding_distance(m, f)
         value, index = dist.min(dim=0)
         if value.item() < best[1]:

@@ -546,6 +546,7 @@ def llama3_bands(
     return labels
 
 
+@same_device
 def bands_from_ratio(
     scaled: torch.Tensor, unscaled: torch.Tensor, factor: float, *, rtol: float = 1e-6
 ) -> list[str]:
@@ -614,6 +615,7 @@ def band_counts(bands: Sequence[str]) -> dict[str, int]:
     return {band: sum(b == band for b in bands) for band in BANDS}
 
 
+@same_device
 def band_table(
     unscaled: torch.Tensor,
     scaled: torch.Tensor,
@@ -698,6 +700,7 @@ def _shade_bands(ax, bands: list[str]) -> None:
             )
 
 
+@same_device
 def frequency_figure(
     unscaled: torch.Tensor,
     scaled: torch.Tensor,

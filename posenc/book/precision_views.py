@@ -25,7 +25,7 @@ import matplotlib as mpl
 import torch
 
 from posenc import plots
-from posenc._validate import check_int, check_positions, check_tensor
+from posenc._validate import check_int, check_positions, check_tensor, same_device
 from posenc.precision import (
     F64,
     RECIPES,
@@ -426,6 +426,7 @@ def angle_error_figure(curves: dict[str, torch.Tensor], *, bins: int = 80):
     return fig
 
 
+@same_device(copied=("starts", "inv_freq"))
 def offset_scores(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -486,6 +487,7 @@ def offset_scores(
     return score / (q.to(F64).norm() * k.to(F64).norm())
 
 
+@same_device(copied=("inv_freq",))
 def relative_error_table(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -576,6 +578,7 @@ def _fmt_err(v: float, width: int) -> str:
     return f"{v:>{width}.2g}"
 
 
+@same_device(copied=("inv_freq",))
 def offset_scores_figure(
     q: torch.Tensor,
     k: torch.Tensor,

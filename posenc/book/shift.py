@@ -29,6 +29,7 @@ from posenc._validate import (
     check_int_sequence,
     check_positive_float,
     check_tensor,
+    same_device,
 )
 
 __all__ = [
@@ -278,6 +279,7 @@ def swap_pair_order(x: torch.Tensor) -> torch.Tensor:
     return pairs.flip(-1).flatten(-2)  # [..., D]
 
 
+@same_device
 def max_shift_error(
     encoding: torch.Tensor, offsets, shift_matrices: torch.Tensor
 ) -> tuple[float, int]:
