@@ -1104,6 +1104,7 @@ for _name in ("rope.apply_rope_nd", "rope_nd_views.mixed_rope_2d", "rope_nd_view
 mixing("rope_nd_views.mispaired_rope_2d", "x", "positions are copied to x's device")
 for _name in ("precision.exact_rope", "precision.rope_error_bound"):
     mixing(_name, "x", "positions and frequencies are copied to x's device")
+mixing("shift.max_shift_error", "encoding", "the shift matrices are copied to its device")
 
 
 # String parameters that take one of a few options (beyond those with a default).

@@ -16,7 +16,15 @@ import torch
 
 import posenc as pe
 from posenc import attention, fast, relative, rope, rotation
-from posenc.book import context, frequencies, llama_rope, relative_views, rope_nd_views, rope_views
+from posenc.book import (
+    context,
+    frequencies,
+    llama_rope,
+    relative_views,
+    rope_nd_views,
+    rope_views,
+    shift,
+)
 
 META = torch.device("meta")
 
@@ -320,6 +328,8 @@ def test_the_book_refuses_values_from_a_third_device():
     refuse them from a device that is neither the data's nor the CPU."""
     with pytest.raises(ValueError, match="positions must be on x's device cpu, got positions on"):
         rope.apply_rope_nd(torch.randn(6, 8), _Elsewhere(torch.zeros(6, 2, dtype=torch.long)))
+    with pytest.raises(ValueError, match="shift_matrices must be on encoding's device cpu, got"):
+        shift.max_shift_error(torch.randn(8, 4), [1], _Elsewhere(torch.randn(1, 4, 4)))
     with pytest.raises(ValueError, match="inv_freq must be on q's device cpu, got inv_freq on"):
         frequencies.decay_bound(
             *torch.randn(2, 8, dtype=torch.float64),

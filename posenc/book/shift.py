@@ -279,7 +279,7 @@ def swap_pair_order(x: torch.Tensor) -> torch.Tensor:
     return pairs.flip(-1).flatten(-2)  # [..., D]
 
 
-@same_device
+@same_device(copied=("shift_matrices",))
 def max_shift_error(
     encoding: torch.Tensor, offsets, shift_matrices: torch.Tensor
 ) -> tuple[float, int]:
@@ -291,7 +291,8 @@ def max_shift_error(
     Args:
         encoding: ``[T, D]``, one row per position ``0 .. T-1``.
         offsets: ``K`` integer offsets (a sequence of ints or a 1-D integer tensor).
-        shift_matrices: ``[K, D, D]``, the matrix for each offset.
+        shift_matrices: ``[K, D, D]``, the matrix for each offset, on the encoding's device
+            or on the CPU (where sympy's are made; copied to the encoding's device).
 
     Returns:
         ``(error, pairs)``: the largest absolute difference over every feature of every
