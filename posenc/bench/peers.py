@@ -803,8 +803,12 @@ def share_table(result: dict):
     columns = ["step", "none", "transformers", "posenc", "transformers", "posenc"]
     groups = [("", 1), ("time (ms)", 3), ("RoPE's share", 2)]
     if noise:
-        columns.append("one round's noise")
+        columns.append("noise")
         groups[-1] = ("RoPE's share", 3)
+        caption = caption[:-1] + (
+            "; noise: how far one round's share lies from zero where there is no difference "
+            "(a second pass without RoPE against the first)."
+        )
     return Table(columns, body, caption=caption, groups=groups)
 
 
