@@ -17,7 +17,8 @@ last.
 Devices: the data a function computes with (``x``, ``q``, ``k``, weights) must share one
 device, and a function says so, naming both, when they do not. Positions, distances and
 frequencies are a few values: they may also come from the CPU, and are copied to the
-data's device (from the meta device, which holds no values, they are refused).
+data's device; from any other device they are refused (a copy from a GPU would wait on it,
+and the meta device holds no values at all).
 
 The package has three layers (``posenc/README.md`` draws them):
 

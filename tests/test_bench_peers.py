@@ -157,9 +157,11 @@ def test_the_model_measurement_swaps_rope_for_real():
 def test_rope_s_share_is_paired_within_rounds_and_every_variant_goes_first(monkeypatch):
     """Each round's clock runs slower than the last, by far more than RoPE costs, and the
     first pass of a round pays a cold start: each share still comes out as RoPE's cost. The
-    times are compared within a round, and the variants take turns at going first, so the
-    rounds a cold start spoils are a minority for every variant (the median passes them by);
-    the second pass without RoPE reads no difference where there is none."""
+    times are compared within a round, and the variants take turns at going first: a round
+    a cold start spoils reads too high a share where the variant went first and too low one
+    where the pass without RoPE did, and as neither kind makes up half the rounds, the
+    median is a clean round's share. The second pass without RoPE reads no difference where
+    there is none."""
     from transformers.models.llama import modeling_llama
 
     cost = {"apply_rotary_pos_emb": 1.10, "posenc_rope": 1.02, "no_rope": 1.0}
@@ -405,18 +407,16 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
     (kernel,) = [
         r["us"] for r in pick((decode,), "posenc half in place") if own(r["implementation"])
     ]
-    (in_place,) = [
-        r["host_us"] for r in pick((decode,), "posenc half in place") if own(r["implementation"])
-    ]
+    hosts = [r["host_us"] for r in pick((decode,), "posenc")]
     (copy_row,) = pick((decode,), "copy_")
-    assert in_place < copy_row["host_us"]
-    times = ("two", "three", "four", "five", "six", "seven", "eight", "nine")[
-        int(in_place / kernel) - 2
-    ]
+    assert min(hosts) < copy_row["host_us"]
+    words = dict(enumerate(("two", "three", "four", "five", "six", "seven", "eight", "nine",
+                            "ten", "eleven", "twelve"), start=2))  # fmt: skip
     says(
-        f"posenc's call in place takes {in_place:.0f} µs of the host's time, less than the "
-        f"host's {copy_row['host_us']:.0f} µs for `copy_`'s two launches, and still {times} times the "
-        f"GPU's {kernel:.1f} µs"
+        f"posenc's calls take {min(hosts):.0f} to {max(hosts):.0f} µs of the host's time, the "
+        f"fastest less than the host's {copy_row['host_us']:.0f} µs for `copy_`'s two launches, "
+        f"and still {words[round(min(hosts) / kernel)]} to {words[round(max(hosts) / kernel)]} "
+        f"times the GPU's {kernel:.1f} µs"
     )
     lo, hi = span(pick(large, "posenc", memory="contiguous"))
     a, b = (format(pick((c,), "liger", memory="contiguous")[0]["copy_ratio"], ".2f") for c in large)
@@ -456,6 +456,9 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
     rounds = inspect.signature(peers.model_share).parameters["rounds"].default
     says(f"the median of {rounds} rounds")
     says(f"lies {one['share_noise']:.1%} and {eight['share_noise']:.1%} from zero")
+    for s in (one, eight):
+        assert s["share_posenc"] <= 0.01 < s["share_posenc"] + s["share_noise"]
+    says("posenc's shares are under the 1% it aims for, by less than that.")
     says(
         f"small with either, {step['share_transformers']:.1%} and {step['share_posenc']:.1%}, "
         f"and one round's noise there is {step['share_noise']:.1%}"
@@ -481,7 +484,8 @@ def test_the_share_table_shows_each_step_of_the_model():
     table = peers.share_table(result)
     assert [row[0] for row in table.rows] == [s["step"] for s in result["model"]]
     assert table.rows[0][-3:] == ["8.3%", "0.7%", "0.5%"]
-    assert table.groups == [("", 1), ("time (ms)", 3), ("RoPE's share", 3)]
+    assert table.groups == [("", 1), ("time (ms)", 3), ("RoPE's share", 2), ("", 1)]
+    assert "the median of each round's own share" in table.caption
     assert table.columns[-1] == "noise" and "a second pass without RoPE" in table.caption
     older = copy.deepcopy(result)
     for s in older["model"]:
@@ -611,9 +615,9 @@ def test_the_stored_gpu_run_against_the_targets():
     """The stored H100 run passes 21 of its 25 checks. With the positions, it misses Liger's
     bar in the two cases where Liger's kernel is faster (B=1, T=4k, D=64, in L2, and the
     decoding step); with the angles made beforehand, as Liger is handed its tables, it meets
-    it in every case. It misses the host's time per call at decoding (15 µs), in place and
-    out of place, by less than that host takes for ``copy_`` of the same bytes; the model's
-    shares meet theirs."""
+    it in every case. It misses the host's time per call at decoding (15 µs): in place it
+    takes less than that host takes for ``copy_`` of the same bytes, out of place within a
+    tenth more. The model's shares meet theirs, each by less than one round's noise."""
     result = peers.stored("h100")
     got = _verdicts(result)
     missed = {key for key, c in got.items() if c["met"] is not True}
@@ -629,6 +633,10 @@ def test_the_stored_gpu_run_against_the_targets():
         if (r["case"], r["memory"], r["dtype"], r["pass"], r["implementation"])
         == (_DECODE, "model view", "bfloat16", "forward", "copy_")
     ]
-    for name in ("host µs per call, in place", "host µs per call, out of place"):
-        assert 15 < got[name, _DECODE]["value"] < 1.1 * copy_host
+    assert 15 < got["host µs per call, in place", _DECODE]["value"] < copy_host
+    assert 15 < got["host µs per call, out of place", _DECODE]["value"] < 1.1 * copy_host
+    decoding = got["model: RoPE's share, below transformers'", "decode B=64 after 4095"]
+    assert decoding["met"] and decoding["note"] == "by less than one round's noise (1.0%)"
+    for step in ("prefill B=1, T=4096", "prefill B=8, T=4096"):  # 0.7% and 0.4%
+        assert got["model: RoPE's share, at most 1%", step]["note"].startswith("by less than")
     assert len(got) == 25

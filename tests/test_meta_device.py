@@ -309,7 +309,7 @@ class _Elsewhere(torch.Tensor):
         ({"positions": torch.arange(3)[None]}, "cuda:1"),
         ({"inv_freq": torch.ones(4)}, "cuda"),
     ],
-    ids=["positions [T]", "positions [1, T] on a second GPU", "inv_freq"],
+    ids=["positions [T] on a GPU", "positions [1, T] on GPU 1", "inv_freq on a GPU"],
 )
 def test_values_on_a_third_device_are_refused(apply, argument, where):
     """Positions and frequencies come from x's device or from the CPU; from any other device

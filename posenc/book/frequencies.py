@@ -406,7 +406,7 @@ def abel_partial_sums(distances, inv_freq: torch.Tensor) -> torch.Tensor:
         inv_freq: frequencies ``[D/2]``.
 
     Returns:
-        complex128 ``[M, D/2]``; column ``j - 1`` is ``S_j``.
+        complex128 ``[M, D/2]`` on ``inv_freq``'s device; column ``j - 1`` is ``S_j``.
 
     Raises:
         TypeError, ValueError: for bad distances or frequencies.
@@ -528,7 +528,7 @@ def _check_decay_inputs(distances, bound, aligned, random_scores, random_bound, 
     return m
 
 
-@same_device
+@same_device(copied=("distances",))
 def decay_figure(
     distances: torch.Tensor,
     bound: torch.Tensor,
@@ -607,7 +607,7 @@ def encoding_distance(distances, inv_freq: torch.Tensor) -> torch.Tensor:
         inv_freq: frequencies ``[D/2]``.
 
     Returns:
-        float64 ``[M]``.
+        float64 ``[M]`` on ``inv_freq``'s device.
 
     Raises:
         TypeError, ValueError: for bad distances or frequencies.

@@ -468,8 +468,6 @@ def offset_scores(
         raise ValueError(
             f"q and k must have the same shape, got {tuple(q.shape)} and {tuple(k.shape)}"
         )
-    if q.device != k.device:
-        raise ValueError(f"q and k must be on one device, got {q.device} and {k.device}")
     m = check_positions("starts", starts, nonnegative=False).to(q.device)
     check_int("offset", offset)
     f = _check_inv_freq(inv_freq)
