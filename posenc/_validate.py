@@ -288,13 +288,9 @@ def check_copyable(
             f"{name} is on the meta device, which holds no values to copy to {owner}'s device "
             f"{device}: put {name} on {where}"
         )
-    allowed = (
-        f"{owner}'s device cpu"
-        if device.type == "cpu"
-        else f"{owner}'s device {device} or on the CPU"
-    )
     raise ValueError(
-        f"{name} must be on {allowed}, got {name} on {t.device}: put {name} on {where}"
+        f"{name} must be on {owner}'s device or on the CPU, got {name} on {t.device} and "
+        f"{owner} on {device}: put {name} on {where}"
     )
 
 

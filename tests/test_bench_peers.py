@@ -452,7 +452,6 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
         f"and {eight['share_transformers']:.1%} at B=8 goes to the rotation; with posenc's, "
         f"{one['share_posenc']:.1%} and {eight['share_posenc']:.1%}"
     )
-    assert max(one["share_posenc"], eight["share_posenc"]) <= 0.01
     rounds = inspect.signature(peers.model_share).parameters["rounds"].default
     says(f"the median of {rounds} rounds")
     says(f"lies {one['share_noise']:.1%} and {eight['share_noise']:.1%} from zero")

@@ -317,7 +317,8 @@ def test_values_on_a_third_device_are_refused(apply, argument, where):
     them: the copy would wait on that device, and the call most likely mixed its devices."""
     ((name, value),) = argument.items()
     with pytest.raises(
-        ValueError, match=f"{name} must be on x's device cpu, got {name} on {where}"
+        ValueError,
+        match=f"{name} must be on x's device or on the CPU, got {name} on {where} and x on cpu",
     ):
         apply(torch.randn(2, 3, 8), **{name: _Elsewhere(value, where)})
     apply(torch.randn(2, 3, 8), **argument)  # from the CPU, the same call runs
@@ -326,11 +327,19 @@ def test_values_on_a_third_device_are_refused(apply, argument, where):
 def test_the_book_refuses_values_from_a_third_device():
     """The book's functions copy positions and frequencies as ``apply_rope`` does, so they
     refuse them from a device that is neither the data's nor the CPU."""
-    with pytest.raises(ValueError, match="positions must be on x's device cpu, got positions on"):
+    with pytest.raises(
+        ValueError,
+        match="positions must be on x's device or on the CPU, got positions on cuda and x on cpu",
+    ):
         rope.apply_rope_nd(torch.randn(6, 8), _Elsewhere(torch.zeros(6, 2, dtype=torch.long)))
-    with pytest.raises(ValueError, match="shift_matrices must be on encoding's device cpu, got"):
+    with pytest.raises(
+        ValueError, match="shift_matrices must be on encoding's device or on the CPU, got"
+    ):
         shift.max_shift_error(torch.randn(8, 4), [1], _Elsewhere(torch.randn(1, 4, 4)))
-    with pytest.raises(ValueError, match="inv_freq must be on q's device cpu, got inv_freq on"):
+    with pytest.raises(
+        ValueError,
+        match="inv_freq must be on q's device or on the CPU, got inv_freq on cuda and q on cpu",
+    ):
         frequencies.decay_bound(
             *torch.randn(2, 8, dtype=torch.float64),
             torch.arange(3),

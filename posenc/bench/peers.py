@@ -599,9 +599,8 @@ def model_share(
                     found[name].append(_wall(forward, device))
             ms = {name: statistics.median(t) * 1e3 for name, t in found.items()}
 
-            def share(name, found=found):  # paired within each round
-                pairs = zip(found[name], found["none"], strict=True)
-                return statistics.median((t - none) / t for t, none in pairs)
+            def shares(name, found=found):  # each round's own share, against its "none"
+                return [(t - none) / t for t, none in zip(found[name], found["none"], strict=True)]
 
             scale = float(hidden["transformers"].abs().max())
             out.append(
@@ -610,12 +609,9 @@ def model_share(
                     "ms_transformers": ms["transformers"],
                     "ms_posenc": ms["posenc"],
                     "ms_none": ms["none"],
-                    "share_transformers": share("transformers"),
-                    "share_posenc": share("posenc"),
-                    "share_noise": statistics.median(
-                        abs(t - none) / t
-                        for t, none in zip(found["none again"], found["none"], strict=True)
-                    ),
+                    "share_transformers": statistics.median(shares("transformers")),
+                    "share_posenc": statistics.median(shares("posenc")),
+                    "share_noise": statistics.median(map(abs, shares("none again"))),
                     "posenc_vs_transformers": float(
                         (hidden["posenc"] - hidden["transformers"]).abs().max() / scale
                     ),
@@ -800,23 +796,21 @@ def share_table(result: dict):
         + ([f"{s['share_noise']:.1%}"] if noise else [])
         for s in steps
     ]
-    caption = (
+    parts = [
         "A two-layer model shaped like Llama 3 8B, forward pass: time with no RoPE, "
-        f"with transformers' and with posenc's, and RoPE's share, on {result['machine']['device']}."
-    )
+        f"with transformers' and with posenc's, and RoPE's share, on {result['machine']['device']}",
+        "times are medians over rounds, shares the median of each round's own share",
+    ]
     columns = ["step", "none", "transformers", "posenc", "transformers", "posenc"]
     groups = [("", 1), ("time (ms)", 3), ("RoPE's share", 2)]
-    caption = caption[:-1] + (
-        "; times are medians over rounds, shares the median of each round's own share"
-    )
     if noise:
         columns.append("noise")
         groups.append(("", 1))
-        caption += (
-            "; noise: how far one round's share lies from zero where there is no difference "
+        parts.append(
+            "noise: how far one round's share lies from zero where there is no difference "
             "(a second pass without RoPE against the first)"
         )
-    caption += "."
+    caption = "; ".join(parts) + "."
     return Table(columns, body, caption=caption, groups=groups)
 
 
