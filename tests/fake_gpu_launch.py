@@ -207,7 +207,7 @@ def on_the_gpu_s_path() -> None:
     tr._runs_here = lambda device: True
     kernels._TRITON_DEVICES = ("cpu",)
     kernels.triton_available = lambda device="cuda": True
-    torch.cuda.current_device = lambda: None  # a CPU tensor's device index
+    tr._current_device = lambda: None  # a CPU tensor's device index
 
 
 def outcome(call, seed, shifts):

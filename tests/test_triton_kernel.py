@@ -49,13 +49,14 @@ def _interpreter(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
-def _oracle(x, positions, offset, layout, inverse=False):
+def _oracle(x, positions, offset, layout, inverse=False, inv_freq=None):
     """The rotation spelled out: float32 angles (float64 for float64 x), their cos and sin
     rounded from float64, each product rounded, then the sum, one rounding to x's dtype."""
     work = torch.float64 if x.dtype == torch.float64 else torch.float32
     dim, length = x.shape[-1], x.shape[-2]
     p = torch.arange(length) if positions is None else torch.as_tensor(positions)
-    angles = (p + offset).to(work)[..., None] * rope_inv_freq(dim).to(work)
+    freqs = rope_inv_freq(dim) if inv_freq is None else inv_freq
+    angles = (p + offset).to(work)[..., None] * freqs.to(work)
     cos, sin = angles.double().cos().to(work), angles.double().sin().to(work)
     if inverse:
         sin = -sin
@@ -89,6 +90,31 @@ def _exact(x, positions, offset, layout):
             [a * angles.cos() - b * angles.sin(), a * angles.sin() + b * angles.cos()], -1
         )
     return y
+
+
+def _cos_sin_in_the_kernel(angles: torch.Tensor, position: int, small_freqs: bool):
+    """The kernel's own ``cos_sin_of_float32`` of float32 ``angles``, rounded to float32, as
+    a program at ``position`` makes them (told, or not, that every frequency is at most 1),
+    in rows of 256 angles, run by the interpreter."""
+    import triton
+    import triton.language as tl
+
+    global _COS_SIN  # the interpreter runs the probe's source with this module's globals
+    _COS_SIN = tr._kernel(True).fn.__globals__["cos_sin_of_float32"]  # as loaded for it
+
+    @triton.jit
+    def probe(a_ptr, c_ptr, s_ptr, n, p, SMALL_FREQS: tl.constexpr):
+        i = tl.program_id(0) * 256 + tl.arange(0, 256)
+        a = tl.load(a_ptr + i, mask=i < n, other=0.0)
+        c, s = _COS_SIN(a, p, SMALL_FREQS, False)
+        tl.store(c_ptr + i, c.to(tl.float32), mask=i < n)
+        tl.store(s_ptr + i, s.to(tl.float32), mask=i < n)
+
+    cos, sin = torch.empty_like(angles), torch.empty_like(angles)
+    probe[(triton.cdiv(angles.numel(), 256),)](
+        angles, cos, sin, angles.numel(), position, SMALL_FREQS=small_freqs
+    )
+    return cos, sin
 
 
 def _model_view(b, t, h, d, dtype):
@@ -143,6 +169,66 @@ def test_kernel_equals_the_arithmetic_spelled_out(maker, dtype, layout):
         y = x.clone()
         assert tr.rope_triton(y, positions, layout=layout, inplace=True, offset=offset) is y
         assert torch.equal(y, got)
+
+
+def _hard_angles() -> dict[str, torch.Tensor]:
+    """float32 angles where a cosine is easy to get wrong: a model's (positions to 2**17 at a
+    Llama 3 base), the float32 values nearest multiples of pi/2 (where cos or sin is tiny and
+    the reduction must keep every bit), both signs over 30 octaves, and past the fast path's
+    limit of 2**30, to the largest float32, with infinities and a NaN."""
+    gen = torch.Generator().manual_seed(0)
+    rows = torch.arange(0, 2**17, 331, dtype=torch.float32)
+    model = (rows[:, None] * rope_inv_freq(128, 500000.0).float()).flatten()
+    multiples = torch.randint(1, 2**26, (20000,), generator=gen).double()
+    near = (multiples * (math.pi / 2)).float()
+    sign = torch.randint(0, 2, (20000,), generator=gen) * 2 - 1
+    octaves = torch.exp2(torch.rand(20000, generator=gen, dtype=torch.float64) * 60 - 30) * sign
+    big = torch.cat([torch.rand(250, generator=gen) * 2**40 + 2**30, torch.tensor([math.inf])])
+    huge = torch.tensor([1e15, -3e17, 1e20, 3e38, -math.inf, math.nan, 0.0, -0.0, 2.0**30])
+    big = torch.cat([big, huge])
+    return {"a model's": model, "near k pi/2": near, "30 octaves": octaves.float(), "big": big}
+
+
+@pytest.mark.parametrize("small_freqs", [False, True])
+@pytest.mark.parametrize("kind", ["a model's", "near k pi/2", "30 octaves", "big"])
+def test_the_kernel_s_cos_and_sin_are_the_nearest_float32_values(kind, small_freqs):
+    """The kernel's own float64 cos and sin (one reduction by pi/2, both Taylor series), once
+    rounded, are the float32 values nearest float64's, and so are libdevice's where a row
+    holds an angle past 2**30 (NaN stays NaN): whether the row is told so by its largest
+    angle, or, every frequency being at most 1, by its position (which no angle exceeds)."""
+    angles = _hard_angles()[kind]
+    position = 2**31 if kind == "big" else 2**30 - 1
+    cos, sin = _cos_sin_in_the_kernel(angles, position, small_freqs)
+    want_cos, want_sin = angles.double().cos().float(), angles.double().sin().float()
+    assert torch.allclose(cos, want_cos, rtol=0, atol=0, equal_nan=True), kind
+    assert torch.allclose(sin, want_sin, rtol=0, atol=0, equal_nan=True), kind
+
+
+@pytest.mark.parametrize("given", ["inv_freq", "base"])
+def test_frequencies_above_1_at_angles_past_the_fast_path(given):
+    """Frequencies above 1 (a base below 1, or a caller's) at positions up to 2**29 make
+    angles past 2**30 where the position is below it: the row's largest angle sends those
+    rows to libdevice, and every number is still the oracle's."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 6, 16)
+    positions = torch.tensor([0, 5, 2**28, 2**29 - 1, 2**29, 12345])
+    freqs = rope_inv_freq(16, 0.25)  # from 1 up to 0.25**(-7/8), about 3.4
+    assert freqs.max() > 1
+    kwargs = {"inv_freq": freqs} if given == "inv_freq" else {"base": 0.25}
+    got = tr.rope_triton(x, positions, layout="half", **kwargs)
+    assert torch.equal(got, _oracle(x, positions, 0, "half", inv_freq=freqs))
+
+
+def test_only_frequencies_at_most_1_are_marked_so():
+    """The default frequencies of a base of at least 1 are marked as at most 1 (the kernel
+    then tells a row's path from its position), those of a smaller base are not."""
+    from posenc.fast.tables import _at_most_one, _default_inv_freq
+
+    for base, marked in ((10000.0, True), (1.0, True), (0.5, False)):
+        freqs = _default_inv_freq(16, base, torch.float32, torch.device("cpu"))
+        assert _at_most_one(freqs) is marked, base
+        assert bool(freqs.abs().max() <= 1) is marked, base
+        assert not _at_most_one(freqs.clone())  # a copy is not posenc's own
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -623,7 +709,7 @@ for layout, warps, table, n_q in (*builds, ("half", 4, True, 4096)):
     pointers |= {"pos": "*fp32" if table else "*i64", "inv_freq": "*fp32"}
     constants = dict(
         HAS_POS=not table, INTERLEAVED=layout == "interleaved", INVERSE=False, F64=False,
-        LIBDEVICE=True, BY_HAND=False, BLOCK_HQ=32, BLOCK_HK=8, BLOCK_HALF=64, TABLE=table,
+        LIBDEVICE=True, SMALL_FREQS=True, BY_HAND=False, BLOCK_HQ=32, BLOCK_HK=8, BLOCK_HALF=64, TABLE=table,
         n_q=n_q, n_k=8, half=64,  # Llama 3 8B's heads, as a model always passes them
         q_sd=1, qo_sd=1, k_sd=1, ko_sd=1,  # Triton makes a stride of 1 a constant at launch
     )
@@ -689,7 +775,7 @@ def test_compiles_for_a_gpu_as_intended(monkeypatch):
         assert ptx.count("ld.global") < found[build.removesuffix(", table")].count("ld.global")
     for layout, ptx in everything.items():
         assert "fma.rn.f32" not in ptx, layout
-        assert "cvt.rn.bf16" in ptx and "cvt.rz" not in ptx, layout  # to nearest, not toward 0
+        assert "cvt.rn.bf16" in ptx and "cvt.rz.bf16" not in ptx, layout  # to nearest, not 0
         assert ".approx" not in ptx, layout
         assert "ld.global.v4.b32" in ptx and "st.global.v4.b32" in ptx, layout
 
@@ -803,6 +889,29 @@ def test_on_a_gpu_the_same_numbers(dtype, layout, monkeypatch):
             rtol=1e-14 if dtype == torch.float64 else 0,
             atol=1e-14 if dtype == torch.float64 else 0,
         )
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_a_row_s_path_told_both_ways(monkeypatch):
+    """Compiled, both ways of telling a row's path give the oracle's numbers: posenc's own
+    frequencies (the position tells) and a caller's (the row's largest angle), above 1 at
+    positions up to 2**29 too. And posenc's own, passed in by a caller, are not remembered as
+    posenc's: a later call alike may pass frequencies above 1."""
+    from posenc.fast.tables import _default_inv_freq
+
+    monkeypatch.delenv("TRITON_INTERPRET")
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 6, 16)
+    positions = torch.tensor([0, 5, 2**28, 2**29 - 1, 2**29, 12345])
+    for freqs in (None, rope_inv_freq(16), rope_inv_freq(16, 0.25)):
+        kwargs = {} if freqs is None else {"inv_freq": freqs.cuda()}
+        got = tr.rope_triton(x.cuda(), positions.cuda(), layout="half", **kwargs).cpu()
+        assert torch.equal(got, _oracle(x, positions, 0, "half", inv_freq=freqs))
+    own = _default_inv_freq(16, 10000.0, torch.float32, torch.device("cuda"))
+    tr._PLANS.clear()
+    for _ in range(3):  # compiled, then remembered: but not as posenc's own frequencies
+        tr.rope_triton(x.cuda(), positions.cuda(), layout="half", inv_freq=own)
+    assert list(tr._PLANS.values()) == [tr._OWN_WAY]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
+import weakref
 from collections import OrderedDict
 
 import torch
@@ -254,8 +255,27 @@ class Angles:
 @functools.lru_cache(maxsize=64)
 def _default_inv_freq(dim: int, base: float, dtype: torch.dtype, device: torch.device):
     """``rope_inv_freq(dim, base)`` in ``dtype`` on ``device``, made once per key: later calls
-    copy nothing to the device (a copy a CUDA graph could not capture)."""
-    return rope_inv_freq(dim, base).to(device=device, dtype=dtype)
+    copy nothing to the device (a copy a CUDA graph could not capture). Those at most 1 in
+    magnitude (a base of at least 1) are marked so (:func:`_at_most_one`)."""
+    on_cpu = rope_inv_freq(dim, base)
+    freqs = on_cpu.to(device=device, dtype=dtype)
+    if bool(on_cpu.abs().max() <= 1):  # read on the CPU, before the copy
+        key = id(freqs)
+        _AT_MOST_ONE[key] = weakref.ref(freqs, lambda _, key=key: _AT_MOST_ONE.pop(key, None))
+    return freqs
+
+
+_AT_MOST_ONE: dict[int, weakref.ref] = {}
+"""Frequencies posenc made (:func:`_default_inv_freq`), every one at most 1 in magnitude, by
+``id``: the kernel then tells from a position alone whether its angles stay below the fast
+cosines' limit (``cos_sin_of_float32`` in ``_rope_kernel.py``). A caller's frequencies are
+not known without reading them from the device."""
+
+
+def _at_most_one(freqs: torch.Tensor) -> bool:
+    """Whether ``freqs`` are frequencies posenc made, every one at most 1 in magnitude."""
+    entry = _AT_MOST_ONE.get(id(freqs))
+    return entry is not None and entry() is freqs
 
 
 def rope_angles(

@@ -44,10 +44,16 @@ for float64 inputs); its cosine and sine evaluated in float64 and rounded once t
 the nearest float32 values there are; the rotation in float32 with each product rounded,
 then the sum (no fused multiply-add); one rounding to the output dtype. Against the same
 rotation in float64 the result is within half a unit in the last place of a bfloat16 or
-float16 output, plus float32's own far smaller error. The float64 cosines and sines cost
-time only where memory does not bound it: on an H100, a decoding step's kernel took 2.36 µs
-where float32 ones took 1.86 (in a CUDA graph), the smallest prefill case 6 to 9% more, the
-large ones about 1%.
+float16 output, plus float32's own far smaller error. The kernel evaluates the float64
+cosines and sines itself (one reduction by pi/2 and both Taylor series; libdevice's, which
+reduce each angle twice and read their coefficients from memory, serve angles past 2**30),
+and they then cost little time even where memory does not bound it. In one run on an NVIDIA
+H200 (bf16, the model's layout, positions given, GPU time alone), a decoding step (B=64)
+took 2.78 µs with libdevice's float64 cosines and sines, 2.46 with the kernel's own when
+each row's largest angle is checked against 2**30 (an exchange between the program's warps),
+and 2.29 when the position is checked instead (every frequency at most 1, as posenc knows of
+the frequencies it makes from a base); Liger-Kernel took 2.12 and ``copy_`` of the same
+bytes 3.71. At B=1, T=4,096, D=64: 10.87, 10.27 and 9.59 µs; Liger 9.06, ``copy_`` 12.52.
 
 On a CPU the kernel runs only under Triton's interpreter (``TRITON_INTERPRET=1``), which is
 how the tests check it without a GPU; elsewhere the registered op computes the same
@@ -80,7 +86,7 @@ from posenc._validate import (
     one_memory,
     written,
 )
-from posenc.fast.tables import Angles, _default_inv_freq, _not_angles
+from posenc.fast.tables import Angles, _at_most_one, _default_inv_freq, _not_angles
 from posenc.rope import _check_inv_freq, _rotate, rope_inv_freq
 
 __all__ = ["TRITON_DTYPES", "rope_qk_triton", "rope_triton", "triton_available"]
@@ -174,7 +180,7 @@ D=64)."""
 
 
 _CONSTEXPRS = (
-    "HAS_POS", "INTERLEAVED", "INVERSE", "F64", "LIBDEVICE", "BY_HAND",
+    "HAS_POS", "INTERLEAVED", "INVERSE", "F64", "LIBDEVICE", "SMALL_FREQS", "BY_HAND",
     "BLOCK_HQ", "BLOCK_HK", "BLOCK_HALF", "TABLE",
 )  # fmt: skip
 """The kernel's compile-time parameters, in the order of its signature (after the others). The
@@ -184,6 +190,10 @@ usual case) take no loop and the masks of a whole tile vanish (on an H100 at a d
 2 to 8% faster; at B=1, T=4,096, D=128 with the angles read, 7%). ``[N, T, D]`` inputs are
 split so that every ``N`` shares a few builds (:func:`_bhtd`)."""
 
+
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+"""The current GPU's index: torch's own C function behind ``torch.cuda.current_device``, less
+its lazy initialisation, which a tensor on a GPU has already done (a microsecond a call)."""
 
 _INTERPRETED_DEVICES = ("cpu",)
 """Device types whose launches go to Triton's interpreter (a test of the GPU's launch path on
@@ -210,7 +220,7 @@ def _launch(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse) -> 
         _by_triton(_kernel(True), *call, interleaved)
         return
     index = q.device.index
-    if index == torch.cuda.current_device():
+    if index == _current_device():
         _run_compiled(index, *call, interleaved)
     else:  # Triton launches on the current device
         with torch.cuda.device(index):
@@ -242,6 +252,7 @@ def _arguments(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse, 
         inverse,
         q.dtype == torch.float64,  # F64: the angle dtype
         not interpret,  # LIBDEVICE
+        _at_most_one(inv_freq),  # SMALL_FREQS
         interpret,  # BY_HAND
         *_blocks(n_q, n_k, dim),
         table,
@@ -554,6 +565,7 @@ class _Plan(NamedTuple):
     const: torch.Tensor | None  # the default frequencies, made once on the device
     flags: tuple[bool, bool]  # interleaved, inverse
     direct: _Direct | None  # on an NVIDIA GPU with a Triton whose launch posenc repeats
+    spans: tuple[int, int]  # the bytes from q's first element to past its last, and k's
 
 
 _PLANS: dict[tuple, _Plan | object] = {}
@@ -578,12 +590,13 @@ def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) ->
     q on a device the kernel does not run on, q passed as k, tensors that need a gradient
     or carry a negative bit, positions in Python, frequencies on the CPU (their values are
     checked there), arguments of other types, or an offset outside int64."""
+    if type(q) is not torch.Tensor or torch.compiler.is_compiling():
+        return None
+    shape, device = q.shape, q.device  # each read once: a decoding step's calls are counted
     if (
-        torch.compiler.is_compiling()
-        or type(q) is not torch.Tensor
-        or q.dim() != 4  # others are launched as views the call makes
+        len(shape) != 4  # others are launched as views the call makes
         or not (k is None or type(k) is torch.Tensor)
-        or not _runs_here(q.device)
+        or not _runs_here(device)
         or q is k
         or q.requires_grad
         or q.is_neg()
@@ -620,10 +633,10 @@ def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) ->
     kk = None if k is None else (k.shape, k.stride(), k.dtype, k.device)
     return (
         body,
-        q.shape,
+        shape,
         q.stride(),
         q.dtype,
-        q.device,
+        device,
         kk,
         p,
         f,
@@ -655,8 +668,8 @@ def _remembered(body, q, k, positions, base, inv_freq, layout, inplace, offset):
     if plan is _OWN_WAY:
         return body(*call)
     if plan is not None:
-        if inplace and k is not None and one_memory("q", q, "k", k):  # rotated once, by body
-            return body(*call)  # (one_memory raises where the call's own checks raise)
+        if inplace and k is not None and _near(plan, q, k) and one_memory("q", q, "k", k):
+            return body(*call)  # rotated once, by body (one_memory raises where body raises)
         return _replay(plan, q, k, positions, inv_freq, inplace, offset)
     _TAPE.calls = tape = []
     try:
@@ -691,6 +704,8 @@ def _plan(tape, result, q, k, positions, base, inv_freq, layout, inplace, offset
             return _OWN_WAY
     if inplace and (result[0] is not q or result[1] is not k):
         return _OWN_WAY
+    if inv_freq is not None and _at_most_one(inv_freq):  # posenc's own, passed in: what the
+        return _OWN_WAY  # kernel was told of them may not hold for another call's
     *tensors, _, freqs, interleaved, inverse = tape[0][1:]
     const = None
     if inv_freq is None and not isinstance(positions, Angles):  # frequencies made for the call
@@ -714,7 +729,25 @@ def _plan(tape, result, q, k, positions, base, inv_freq, layout, inplace, offset
         aligned = tuple(sources[i].data_ptr() % 16 == 0 for i in distinct)
         direct = _Direct(compiled, grid, itemgetter(*pointers), args[6:8], args[9:], consts,
                          distinct, aligned, _offset_width(offset))  # fmt: skip
-    return _Plan(itemgetter(*slots), const, (interleaved, inverse), direct)
+    spans = (_span(q), 0 if k is None else _span(k))
+    return _Plan(itemgetter(*slots), const, (interleaved, inverse), direct, spans)
+
+
+def _span(t: torch.Tensor) -> int:
+    """The bytes from ``t``'s first element to past its last (0 for no element)."""
+    if t.numel() == 0:
+        return 0
+    return (
+        1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
+    ) * t.element_size()
+
+
+def _near(plan: _Plan, q: torch.Tensor, k: torch.Tensor) -> bool:
+    """Whether the spans of q's and k's memory meet: only then can they share an element, and
+    :func:`~posenc._validate.one_memory` has anything to tell (the spans are the plan's, since
+    the shapes and strides are)."""
+    at_q, at_k = q.data_ptr(), k.data_ptr()
+    return at_q < at_k + plan.spans[1] and at_k < at_q + plan.spans[0]
 
 
 def _replay(plan: _Plan, q, k, positions, inv_freq, inplace, offset):
@@ -733,7 +766,7 @@ def _replay(plan: _Plan, q, k, positions, inv_freq, inplace, offset):
         direct is not None
         and tuple([sources[i].data_ptr() % 16 == 0 for i in direct.distinct]) == direct.aligned
         and _offset_width(offset) == direct.width
-        and index == torch.cuda.current_device()
+        and index == _current_device()
     ):
         args = (*direct.pointers(sources), *direct.sizes, offset, *direct.rest)
         _fire(direct.compiled, index, direct.grid, args, direct.consts)
