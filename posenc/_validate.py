@@ -421,11 +421,19 @@ def broadcast_positions(positions: torch.Size, lead: torch.Size) -> torch.Size:
 
 def check_writable(name: str, t: torch.Tensor) -> None:
     """Refuse, before anything is written, what torch refuses when it is written: an in-place
-    operation on a leaf that requires grad, or on a view of one, while autograd records.
+    operation on a leaf that requires grad, or on a view of one, while autograd records; or
+    on an inference tensor outside ``torch.inference_mode()`` (a kernel that writes through a
+    pointer is not stopped by torch; under ``torch.compile``, which cannot trace that check,
+    it is taken, as a compiled ``Tensor.mul_`` takes it).
 
     Raises:
         RuntimeError: naming ``t``, in torch's words.
     """
+    if not _compiling() and t.is_inference() and not torch.is_inference_mode_enabled():
+        raise RuntimeError(
+            f"{name}: an inplace update to an inference tensor outside InferenceMode is not "
+            "allowed (rotate a clone of it, or rotate it under torch.inference_mode())"
+        )
     if t.requires_grad and torch.is_grad_enabled():
         base = t._base
         if t.is_leaf or (base is not None and base.is_leaf):

@@ -186,6 +186,33 @@ def test_rope_s_share_is_paired_within_rounds_and_every_variant_goes_first(monke
     assert len(timed) == 36 * len(rows) and set(firsts) == set(cost)
 
 
+def test_what_a_pass_leaves_for_the_next_favours_no_variant(monkeypatch):
+    """The pass right after posenc's is slowed (by what posenc's left behind), by more than
+    posenc's RoPE costs. Turning the order round by round, the pass without RoPE would follow
+    posenc's in three rounds of four, and posenc's share would read below zero; in the
+    balanced orders each variant follows posenc's in one round of four, and the median is a
+    clean round's share."""
+    from transformers.models.llama import modeling_llama
+
+    cost = {"apply_rotary_pos_emb": 1.10, "posenc_rope": 1.02, "no_rope": 1.0}
+    timed = []
+
+    def wall(fn, device):
+        fn()
+        timed.append(modeling_llama.apply_rotary_pos_emb.__name__)
+        after_posenc = len(timed) % 4 != 1 and timed[-2] == "posenc_rope"  # in its round
+        return cost[timed[-1]] + (0.05 if after_posenc else 0.0)
+
+    monkeypatch.setattr(peers, "_wall", wall)
+    rows = peers.model_share(
+        "cpu", shape=peers.TINY_MODEL, prefill=((1, 16),), decode=(2, 15), rounds=9
+    )
+    for row in rows:
+        assert row["rounds"] == 9
+        assert row["share_transformers"] == pytest.approx(1 - 1 / 1.10)
+        assert row["share_posenc"] == pytest.approx(1 - 1 / 1.02)
+
+
 def test_the_decoding_cache_is_made_with_transformers_rope(monkeypatch):
     """The KV cache a decoding step reads is made as the model makes it, with its own RoPE,
     whichever RoPE the step before was timed with."""

@@ -532,6 +532,25 @@ def test_rope_qk_in_place_checks_both_before_writing_either():
     assert not torch.equal(q, before)
 
 
+def test_in_place_on_an_inference_tensor_outside_inference_mode_is_refused():
+    """In torch's words, as ``Tensor.mul_`` refuses it, by every in-place function; inside
+    ``torch.inference_mode()`` it is taken."""
+    with torch.inference_mode():
+        x = torch.randn(2, 3, 4, 8)
+    kept = x.clone()
+    with pytest.raises(RuntimeError, match="inference tensor outside InferenceMode"):
+        x.mul_(1)
+    calls = (lambda: fr.apply_rope_(x), lambda: fr.rope_qk(x, x.clone(), inplace=True))
+    for call in calls:
+        with pytest.raises(RuntimeError, match="inference tensor outside InferenceMode"):
+            call()
+        assert torch.equal(x, kept)
+        with torch.inference_mode():
+            call()
+        assert not torch.equal(x, kept)
+        kept = x.clone()
+
+
 def test_rope_qk_in_place_refuses_q_and_k_that_share_some_elements():
     x = torch.randn(2, 4, 600, 16)
     kept = x.clone()

@@ -72,6 +72,7 @@ FIELDS = {  # each field of a call, and the values a call may take
     "offset": (0, 5, 2**31, 2**63, -(2**63) - 1),  # the last two outside int64: refused
     "needs grad": ("nothing", "q", "k", "the angles"),
     "grad mode": ("on", "off"),
+    "inference": ("no", "tensors made in it", "tensors made and called in it"),
 }
 CALLS = st.fixed_dictionaries({name: st.sampled_from(values) for name, values in FIELDS.items()})
 CHANGES = st.one_of(  # none, or one field of a call
@@ -83,7 +84,7 @@ CHANGES = st.one_of(  # none, or one field of a call
 MODEL = dict(entry="rope_qk", batch=2, heads_k=2, length=3, dim=8, dtype=torch.bfloat16,
              k_dtype="q's", q_view="model view", k_view="model view", memory="apart",
              positions="[B, 1, T]", base=500000.0, inv_freq="none", layout="half",
-             inplace=True, offset=0, **{"needs grad": "nothing", "grad mode": "on"})  # fmt: skip
+             inplace=True, offset=0, inference="no", **{"needs grad": "nothing", "grad mode": "on"})  # fmt: skip
 """A model's call; its q and k have the same heads, strides and dtype, so that a call that
 differs from it in one field differs in one respect only."""
 ANGLES = {**MODEL, "positions": "angles", "base": 10000.0}
@@ -104,6 +105,35 @@ def _heads(call, view, n, dtype, seed):
 
 def _arguments(call, seed):
     """The arguments of ``call``, the same values for the same seed."""
+    with torch.inference_mode(call["inference"] != "no"):
+        q, k, positions = _tensors(call, seed)
+    if call["inference"] != "no":  # torch refuses to make an inference tensor need grad
+        pass
+    elif call["needs grad"] == "q":
+        q.requires_grad_()
+    elif call["needs grad"] == "k" and k is not q:
+        k.requires_grad_()
+    elif call["needs grad"] == "the angles" and isinstance(positions, Angles):
+        positions = Angles(positions.table.requires_grad_())
+    inv_freq = None
+    if call["inv_freq"] == "on the CPU":
+        inv_freq = torch.rand(call["dim"] // 2, generator=torch.Generator().manual_seed(seed))
+    return (
+        q,
+        k,
+        positions,
+        dict(
+            base=call["base"],
+            inv_freq=inv_freq,
+            layout=call["layout"],
+            inplace=call["inplace"],
+            offset=call["offset"],
+        ),
+    )
+
+
+def _tensors(call, seed):
+    """q, k and the positions of ``call``."""
     q = _heads(call, call["q_view"], 2, call["dtype"], seed)
     k_dtype = call["dtype"]
     if call["k_dtype"] == "another":
@@ -132,27 +162,7 @@ def _arguments(call, seed):
             rope_angles(steps, d, dtype=angle).table.transpose(2, 3).contiguous().transpose(2, 3)
         ),
     }[call["positions"]]()
-    if call["needs grad"] == "q":
-        q.requires_grad_()
-    elif call["needs grad"] == "k" and k is not q:
-        k.requires_grad_()
-    elif call["needs grad"] == "the angles" and isinstance(positions, Angles):
-        positions = Angles(positions.table.requires_grad_())
-    inv_freq = None
-    if call["inv_freq"] == "on the CPU":
-        inv_freq = torch.rand(d // 2, generator=torch.Generator().manual_seed(seed))
-    return (
-        q,
-        k,
-        positions,
-        dict(
-            base=call["base"],
-            inv_freq=inv_freq,
-            layout=call["layout"],
-            inplace=call["inplace"],
-            offset=call["offset"],
-        ),
-    )
+    return q, k, positions
 
 
 def misaligned(t, shift: int):
@@ -171,7 +181,8 @@ def _outcome(call, seed):
     its error."""
     q, k, positions, kwargs = _arguments(call, seed)
     try:
-        with torch.set_grad_enabled(call["grad mode"] == "on"):
+        inside = call["inference"] == "tensors made and called in it"
+        with torch.set_grad_enabled(call["grad mode"] == "on"), torch.inference_mode(inside):
             results = ENTRIES[call["entry"]](q, k, positions, **kwargs)
     except (TypeError, ValueError, RuntimeError) as error:
         return type(error), str(error)
@@ -225,6 +236,10 @@ def _forgetting(monkeypatch):
 @example({**MODEL, "offset": 5}, ("offset", -(2**63) - 1))
 @example({**MODEL, "inplace": False}, ("needs grad", "q"))  # differentiable, as without
 @example(MODEL, ("needs grad", "k"))  # in place on a leaf that needs grad: refused
+@example(
+    {**MODEL, "inference": "tensors made and called in it"}, ("inference", "tensors made in it")
+)
+@example(MODEL, ("inference", "tensors made in it"))  # in place outside inference mode: refused
 @example({**MODEL, "inplace": False}, ("grad mode", "off"))
 @example({**ANGLES, "inplace": False}, ("needs grad", "the angles"))  # learned angles
 @example({**MODEL, "entry": "apply_rope(_)"}, None)  # q alone, in place

@@ -426,6 +426,28 @@ def test_in_place_on_a_leaf_that_needs_grad_is_refused_as_torch_refuses():
         tr.rope_triton(x, inplace=True)
 
 
+@pytest.mark.parametrize("which", ["q", "k"])
+def test_in_place_on_an_inference_tensor_outside_inference_mode_is_refused(which):
+    """As torch refuses any in-place update to an inference tensor outside
+    ``torch.inference_mode()`` (the kernel writes through a pointer, which torch does not
+    see): refused before anything is written, and taken inside it."""
+    with torch.inference_mode():
+        made = {
+            "q": _model_view(2, 4, 2, 8, torch.float32),
+            "k": _model_view(2, 4, 1, 8, torch.float32),
+        }
+    q = made["q"] if which == "q" else _model_view(2, 4, 2, 8, torch.float32)
+    k = made["k"] if which == "k" else _model_view(2, 4, 1, 8, torch.float32)
+    before = q.clone()
+    with pytest.raises(RuntimeError, match=f"{which}: an inplace update to an inference tensor"):
+        tr.rope_qk_triton(q, k, inplace=True)
+    assert torch.equal(q, before)
+    tr.rope_qk_triton(q, k)  # out of place: nothing of theirs is written
+    with torch.inference_mode():
+        tr.rope_qk_triton(q, k, inplace=True)
+    assert not torch.equal(q, before)
+
+
 def test_in_place_checks_q_and_k_before_writing_either():
     """k a leaf that requires grad: refused before q is written, as the general path does."""
     q, k = _model_view(2, 4, 2, 8, torch.float32), _model_view(2, 4, 1, 8, torch.float32)

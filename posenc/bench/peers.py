@@ -503,8 +503,11 @@ def model_share(
     step); and twice with RoPE replaced by nothing. The rotary module still makes its ``cos``
     and ``sin`` in every one.
 
-    Each round times every variant once, in an order that turns from round to round, and
-    the share of a RoPE is the median over rounds of ``(t - t_none) / t`` within a round:
+    Each round times every variant once, in an order that changes from round to round
+    (:func:`_balanced_order`: over four rounds each variant goes first once and follows
+    each of the others once, so that neither a cold first pass nor what one pass leaves
+    for the next favours a variant), and the share of a RoPE is the median over rounds of
+    ``(t - t_none) / t`` within a round:
     a clock that drifts between rounds (a GPU's does, by a few percent) moves both times
     alike. The second pass without RoPE shows what the measurement reads where there is no
     difference at all: ``share_noise`` is the median over rounds of how far its share
@@ -521,7 +524,7 @@ def model_share(
         log: called with a line per measurement.
 
     Returns:
-        One dict per step: ``step, ms_transformers, ms_posenc, ms_none`` (medians),
+        One dict per step: ``step, rounds, ms_transformers, ms_posenc, ms_none`` (medians),
         ``share_transformers, share_posenc, share_noise`` (see above), and
         ``posenc_vs_transformers``, ``none_vs_transformers``: the largest
         difference of the last hidden state from transformers' own, over its largest entry
@@ -591,12 +594,10 @@ def model_share(
                     ).last_hidden_state.float()
                 if cache is not None:
                     cache.crop(-length)
-            # each variant first in turn, so no place in a round is favoured (which variant
-            # follows which is not balanced: posenc runs before none in three rounds of four)
             for r in range(rounds):
-                for name in names[r % len(names) :] + names[: r % len(names)]:
-                    modeling_llama.apply_rotary_pos_emb = variants[name]
-                    found[name].append(_wall(forward, device))
+                for i in _balanced_order(len(names), r):
+                    modeling_llama.apply_rotary_pos_emb = variants[names[i]]
+                    found[names[i]].append(_wall(forward, device))
             ms = {name: statistics.median(t) * 1e3 for name, t in found.items()}
 
             def shares(name, found=found):  # each round's own share, against its "none"
@@ -606,6 +607,7 @@ def model_share(
             out.append(
                 {
                     "step": label,
+                    "rounds": rounds,
                     "ms_transformers": ms["transformers"],
                     "ms_posenc": ms["posenc"],
                     "ms_none": ms["none"],
@@ -624,6 +626,23 @@ def model_share(
     finally:
         modeling_llama.apply_rotary_pos_emb = own
     return out
+
+
+def _balanced_order(n: int, r: int) -> list[int]:
+    """Round ``r``'s order of ``n`` variants (``n`` even): row ``r % n`` of a Williams square,
+    ``0, 1, n-1, 2, n-2, ...`` each shifted by ``r``. Over ``n`` rounds each variant goes
+    first once and follows each of the others once.
+
+    Example:
+        >>> [_balanced_order(4, r) for r in range(4)]
+        [[0, 1, 3, 2], [1, 2, 0, 3], [2, 3, 1, 0], [3, 0, 2, 1]]
+    """
+    if n < 2 or n % 2:
+        raise ValueError(f"n must be even and at least 2, got {n}")
+    first = [0]
+    for i in range(1, n):
+        first.append((i + 1) // 2 if i % 2 else n - i // 2)
+    return [(v + r) % n for v in first]
 
 
 _FIGURE_SERIES = (

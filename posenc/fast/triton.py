@@ -606,6 +606,7 @@ def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) ->
         or type(inplace) is not bool
         or type(layout) is not str
         or type(base) not in (float, int)
+        or (inplace and _inference_outside(q, k))  # refused by the call's own checks
     ):
         return None
     if positions is None:
@@ -644,6 +645,13 @@ def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) ->
         layout,
         inplace,
         offset == 0,
+    )
+
+
+def _inference_outside(q: torch.Tensor, k: torch.Tensor | None) -> bool:
+    """Whether q or k is an inference tensor outside ``torch.inference_mode()``."""
+    return (q.is_inference() or (k is not None and k.is_inference())) and (
+        not torch.is_inference_mode_enabled()
     )
 
 
