@@ -560,6 +560,19 @@ def _shared_on_one_grid(a: torch.Tensor, b: torch.Tensor) -> bool | None:
 _compiling = getattr(torch.compiler, "is_compiling", lambda: False)  # torch 2.3 and later
 
 
+def transforming() -> bool:
+    """Whether a ``torch.func`` transform (``vmap``, ``grad``, ``jvp``) or a forward-mode AD
+    level (``torch.autograd.forward_ad.dual_level``) is active: tensors may then be wrappers
+    with no memory of their own, or carry tangents that a kernel writing through pointers
+    would drop, and only tensor operations serve them. (Not traceable by ``torch.compile``:
+    call it where nothing is being compiled.)"""
+    return _forward_ad._current_level >= 0 or _functorch_level() is not None
+
+
+_forward_ad = torch.autograd.forward_ad
+_functorch_level = torch._C._functorch.maybe_current_level
+
+
 def _storage(t: torch.Tensor) -> int:
     """Which storage holds ``t``'s elements, also under ``torch.func`` transforms, whose
     wrappers (``grad``, ``vmap``) have no storage of their own: the wrapped tensor's."""

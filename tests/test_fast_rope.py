@@ -532,6 +532,33 @@ def test_rope_qk_in_place_checks_both_before_writing_either():
     assert not torch.equal(q, before)
 
 
+FORWARD_AD_CALLS = {
+    "apply_rope": lambda x: fr.apply_rope(x, layout="half"),
+    "apply_rope_": lambda x: fr.apply_rope_(x * 1, layout="half"),
+    "rope_qk": lambda x: fr.rope_qk(x, x * 2, layout="half")[0],
+    "rope_qk in place": lambda x: fr.rope_qk(x * 1, x * 2, layout="half", inplace=True)[0],
+}
+
+
+@pytest.mark.parametrize("call", list(FORWARD_AD_CALLS))
+def test_forward_mode_ad_carries_the_tangent(call):
+    """A tangent is rotated as the input is (the rotation is linear), through a dual level
+    and through ``torch.func.jvp``, on inputs large enough for the C loop, which writes
+    through pointers and so would drop it: inside a forward-mode level tensor operations
+    serve the call."""
+    x = torch.randn(2, 3, 64, 256)
+    tangent = torch.randn_like(x)
+    fn = FORWARD_AD_CALLS[call]
+    want = rope.apply_rope(tangent, layout="half")
+    with torch.autograd.forward_ad.dual_level():
+        out = fn(torch.autograd.forward_ad.make_dual(x, tangent))
+        primal, got = torch.autograd.forward_ad.unpack_dual(out)
+    assert got is not None and torch.allclose(got, want, atol=1e-5), call
+    assert torch.allclose(primal, rope.apply_rope(x, layout="half"), atol=1e-5)
+    primal, got = torch.func.jvp(fn, (x,), (tangent,))
+    assert torch.allclose(got, want, atol=1e-5), call
+
+
 def test_in_place_on_an_inference_tensor_outside_inference_mode_is_refused():
     """In torch's words, as ``Tensor.mul_`` refuses it, by every in-place function; inside
     ``torch.inference_mode()`` it is taken."""

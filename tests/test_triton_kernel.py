@@ -426,6 +426,36 @@ def test_in_place_on_a_leaf_that_needs_grad_is_refused_as_torch_refuses():
         tr.rope_triton(x, inplace=True)
 
 
+TRANSFORMED_CALLS = {
+    "rope_triton": lambda x: tr.rope_triton(x, layout="half"),
+    "rope_triton in place": lambda x: tr.rope_triton(x * 1, layout="half", inplace=True),
+    "rope_qk_triton": lambda x: tr.rope_qk_triton(x, x * 2, layout="half")[0],
+    "rope_qk_triton in place": lambda x: tr.rope_qk_triton(
+        x * 1, x * 2, layout="half", inplace=True
+    )[0],
+}
+
+
+@pytest.mark.parametrize("call", list(TRANSFORMED_CALLS))
+def test_under_forward_ad_and_torch_func_the_kernel_s_numbers(call):
+    """Under a forward-mode AD level, ``torch.func.jvp`` and ``vmap``, where tensors carry
+    tangents or are wrappers with no memory of their own, the calls give the kernel's
+    numbers by tensor operations (the kernel writes through pointers: the tangent would be
+    lost, a wrapper cannot be read), the tangent rotated as the input is."""
+    torch.manual_seed(0)
+    x, tangent = _model_view(2, 5, 3, 16, torch.float32), torch.randn(2, 3, 5, 16)
+    fn = TRANSFORMED_CALLS[call]
+    want, want_tangent = fn(x), _oracle(tangent, None, 0, "half")
+    with torch.autograd.forward_ad.dual_level():
+        out = fn(torch.autograd.forward_ad.make_dual(x, tangent))
+        primal, got = torch.autograd.forward_ad.unpack_dual(out)
+    assert torch.equal(primal, want) and torch.equal(got, want_tangent), call
+    primal, got = torch.func.jvp(fn, (x,), (tangent,))
+    assert torch.equal(primal, want) and torch.equal(got, want_tangent), call
+    if "qk" not in call:  # rope_qk_triton takes [B, H, T, D]: vmap takes a dim away
+        assert torch.equal(torch.vmap(fn)(x), want)
+
+
 @pytest.mark.parametrize("which", ["q", "k"])
 def test_in_place_on_an_inference_tensor_outside_inference_mode_is_refused(which):
     """As torch refuses any in-place update to an inference tensor outside

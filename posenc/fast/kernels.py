@@ -56,6 +56,7 @@ from collections.abc import Callable
 import torch
 
 from posenc._validate import (
+    _compiling,
     broadcast_positions,
     check_bool,
     check_int,
@@ -66,6 +67,7 @@ from posenc._validate import (
     check_writable,
     one_memory,
     same_device,
+    transforming,
 )
 from posenc.fast import cpu_kernel
 from posenc.fast.tables import Angles, _angle_tables, _Args, _as_3d, _Tables, _tables
@@ -768,6 +770,7 @@ def _use_triton(x, positions, inv_freq=None) -> bool:
         and x.device.type in _TRITON_DEVICES
         and not _lazily_negated(x)  # the kernel reads memory; tensor operations read values
         and triton_available()
+        and (_compiling() or not transforming())  # wrappers and tangents: tensor operations
     ):
         return False
     if isinstance(inv_freq, torch.Tensor) and inv_freq.requires_grad and torch.is_grad_enabled():

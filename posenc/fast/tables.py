@@ -32,6 +32,7 @@ from posenc._validate import (
     check_layout,
     check_positions,
     check_positive_float,
+    transforming,
 )
 from posenc.rope import _angles, _check_inv_freq, _check_rope_input, _join, rope_inv_freq
 
@@ -78,7 +79,7 @@ class _Args:
         # cache key can be read from them, and only plain tensor operations apply; under
         # torch.compile the tables are traced into the graph, not looked up
         wrapped = _functorch.is_functorch_wrapped_tensor
-        self.transformed = _compiling() or wrapped(x) or wrapped(p)
+        self.transformed = _compiling() or wrapped(x) or wrapped(p) or transforming()
         if inv_freq is None:
             self._base = check_positive_float("base", base)
             self._inv_freq = None

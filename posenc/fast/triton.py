@@ -37,7 +37,9 @@ offset into a KV cache). The kernel takes all of that as it is:
   that the launcher receives what it receives when nothing is remembered);
 - **training**: the backward is the same kernel turning the other way, through a plain
   ``torch.autograd.Function`` in eager mode and through ops registered with
-  ``torch.library`` under ``torch.compile`` (``fullgraph=True``).
+  ``torch.library`` under ``torch.compile`` (``fullgraph=True``). Under ``torch.func``
+  transforms and forward-mode AD, whose tensors are wrappers or carry tangents that a kernel
+  writing through pointers cannot see, the same arithmetic runs as tensor operations.
 
 The arithmetic is the reference's: the angle ``p * theta_i`` rounded to float32 (float64
 for float64 inputs); its cosine and sine evaluated in float64 and rounded once to float32,
@@ -84,6 +86,7 @@ from posenc._validate import (
     check_tensor,
     check_writable,
     one_memory,
+    transforming,
     written,
 )
 from posenc.fast.tables import Angles, _at_most_one, _default_inv_freq, _not_angles
@@ -407,6 +410,14 @@ def _stand_in(x, pos, offset, inv_freq, interleaved, inverse) -> torch.Tensor:
     return _rotate(x.to(dtype), cos, -sin if inverse else sin, layout).to(x.dtype)
 
 
+def _kernel_serves(x: torch.Tensor) -> bool:
+    """Whether the kernel rotates ``x`` (and the call's other tensors, on its device): not on
+    a device it does not run on, nor under a ``torch.func`` transform or a forward-mode AD
+    level, where tensors are wrappers or carry tangents (the stand-in's tensor operations
+    serve those, with the same numbers)."""
+    return _runs_here(x.device) and not transforming()
+
+
 # --- the four operations ---------------------------------------------------------------------
 # Out of place (differentiable: the backward is the inverse rotation) and in place, for one
 # tensor and for q and k together. Tensors are [B, H, T, D] views, positions None, [T],
@@ -415,7 +426,7 @@ def _stand_in(x, pos, offset, inv_freq, interleaved, inverse) -> torch.Tensor:
 
 
 def _rope(x, positions, offset, inv_freq, interleaved, inverse):
-    if not _runs_here(x.device):
+    if not _kernel_serves(x):
         return _stand_in(x, positions, offset, inv_freq, interleaved, inverse)
     out = torch.empty_like(x)
     _launch(x, out, None, None, positions, offset, inv_freq, interleaved, inverse)
@@ -423,7 +434,7 @@ def _rope(x, positions, offset, inv_freq, interleaved, inverse):
 
 
 def _rope_qk(q, k, positions, offset, inv_freq, interleaved, inverse):
-    if not _runs_here(q.device):
+    if not _kernel_serves(q):
         args = (positions, offset, inv_freq, interleaved, inverse)
         return _stand_in(q, *args), _stand_in(k, *args)
     q_out, k_out = torch.empty_like(q), torch.empty_like(k)
@@ -432,14 +443,14 @@ def _rope_qk(q, k, positions, offset, inv_freq, interleaved, inverse):
 
 
 def _rope_(x, positions, offset, inv_freq, interleaved, inverse):
-    if not _runs_here(x.device):
+    if not _kernel_serves(x):
         x.copy_(_stand_in(x, positions, offset, inv_freq, interleaved, inverse))
         return
     _launch(x, x, None, None, positions, offset, inv_freq, interleaved, inverse)
 
 
 def _rope_qk_(q, k, positions, offset, inv_freq, interleaved, inverse):
-    if not _runs_here(q.device):
+    if not _kernel_serves(q):
         args = (positions, offset, inv_freq, interleaved, inverse)
         q.copy_(_stand_in(q, *args))
         k.copy_(_stand_in(k, *args))
@@ -590,7 +601,7 @@ def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) ->
     q on a device the kernel does not run on, q passed as k, tensors that need a gradient
     or carry a negative bit, positions in Python, frequencies on the CPU (their values are
     checked there), arguments of other types, or an offset outside int64."""
-    if type(q) is not torch.Tensor or torch.compiler.is_compiling():
+    if type(q) is not torch.Tensor or torch.compiler.is_compiling() or transforming():
         return None
     shape, device = q.shape, q.device  # each read once: a decoding step's calls are counted
     if (
@@ -606,7 +617,11 @@ def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) ->
         or type(inplace) is not bool
         or type(layout) is not str
         or type(base) not in (float, int)
-        or (inplace and _inference_outside(q, k))  # refused by the call's own checks
+        or (  # in place on an inference tensor outside inference mode: the call refuses it
+            inplace
+            and (q.is_inference() or (k is not None and k.is_inference()))
+            and not torch.is_inference_mode_enabled()
+        )
     ):
         return None
     if positions is None:
@@ -645,13 +660,6 @@ def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) ->
         layout,
         inplace,
         offset == 0,
-    )
-
-
-def _inference_outside(q: torch.Tensor, k: torch.Tensor | None) -> bool:
-    """Whether q or k is an inference tensor outside ``torch.inference_mode()``."""
-    return (q.is_inference() or (k is not None and k.is_inference())) and (
-        not torch.is_inference_mode_enabled()
     )
 
 
