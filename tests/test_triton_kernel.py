@@ -106,7 +106,7 @@ def _cos_sin_in_the_kernel(angles: torch.Tensor, position: int, small_freqs: boo
     def probe(a_ptr, c_ptr, s_ptr, n, p, SMALL_FREQS: tl.constexpr):
         i = tl.program_id(0) * 256 + tl.arange(0, 256)
         a = tl.load(a_ptr + i, mask=i < n, other=0.0)
-        c, s = _COS_SIN(a, p, SMALL_FREQS, False)
+        c, s = _COS_SIN(a, p, SMALL_FREQS, False, True)
         tl.store(c_ptr + i, c.to(tl.float32), mask=i < n)
         tl.store(s_ptr + i, s.to(tl.float32), mask=i < n)
 

@@ -22,7 +22,8 @@ def cos_sin(a, LIBDEVICE: tl.constexpr):
 
 
 @triton.jit
-def cos_sin_of_float32(angle, p, SMALL_FREQS: tl.constexpr, LIBDEVICE: tl.constexpr):
+def cos_sin_of_float32(angle, p, SMALL_FREQS: tl.constexpr, LIBDEVICE: tl.constexpr,
+                       BY_HAND: tl.constexpr):  # fmt: skip
     # the cos and sin of float32 angles, in float64 (rounded to float32 later: the nearest
     # float32 values, but where one lies within a float64 error of halfway between two), by
     # one reduction to the multiple of pi/2 nearest the angle and both Taylor series of what
@@ -45,9 +46,9 @@ def cos_sin_of_float32(angle, p, SMALL_FREQS: tl.constexpr, LIBDEVICE: tl.conste
         small = tl.reduce(tl.abs(x), 0, larger) < 1073741824.0  # (a NaN stays NaN either way)
     if small:
         k = tl.floor(tl.fma(x, f64(0x3FE45F306DC9C883), 0.5))  # x 2/pi: the nearest multiple
-        r = tl.fma(k, f64(0xBFF921FB54442D18), x)  # p1
-        r = tl.fma(k, f64(0xBC91A62633145C07), r)  # p2
-        r = tl.fma(k, f64(0x391F1976B7ED8FBC), r)  # -p3
+        r = less_multiple(x, k, f64(0x3FF921FB54442D18), BY_HAND)  # p1
+        r = less_multiple(r, k, f64(0x3C91A62633145C07), BY_HAND)  # p2
+        r = less_multiple(r, k, f64(0xB91F1976B7ED8FBC), BY_HAND)  # p3
         z = r * r
         # sin r = r - r^3/3! + ... + r^17/17!, cos r = 1 - r^2/2! + ... + r^16/16!, by Horner
         s = tl.fma(z, f64(0x3CE952C77030AD4A), f64(0xBD6AE7F3E733B81F))  # 1/17!, -1/15!
@@ -76,6 +77,29 @@ def cos_sin_of_float32(angle, p, SMALL_FREQS: tl.constexpr, LIBDEVICE: tl.conste
     else:
         cos_a, sin_a = cos_sin(x, LIBDEVICE)
     return cos_a, sin_a
+
+
+@triton.jit
+def less_multiple(r, k, part, BY_HAND: tl.constexpr):
+    # r - k part, rounded once, as a fused multiply-add rounds it. Triton's interpreter (before
+    # 3.9) rounds tl.fma's product first, which leaves a large k's product off by up to half a
+    # unit of it; there the product's rounding error is found exactly (Dekker's product, each
+    # factor split by Veltkamp's constant 2**27 + 1 into halves whose products are exact) and
+    # taken off after the difference, which is exact where r and k part nearly cancel
+    if BY_HAND:
+        product = k * part
+        k_split = k * f64(0x41A0000002000000)
+        k_high = k_split - (k_split - k)
+        k_low = k - k_high
+        part_split = part * f64(0x41A0000002000000)
+        part_high = part_split - (part_split - part)
+        part_low = part - part_high
+        error = ((k_high * part_high - product) + k_high * part_low + k_low * part_high) + (
+            k_low * part_low
+        )  # k part = product + error, exactly
+        return (r - product) - error
+    else:
+        return tl.fma(-k, part, r)
 
 
 @triton.jit
@@ -261,7 +285,7 @@ def rope_kernel(
             c, s = cos_sin(p.to(tl.float64) * freq.to(tl.float64), LIBDEVICE)
         else:
             angle = p.to(tl.float32) * freq.to(tl.float32)  # rounded to float32, as torch's
-            c, s = cos_sin_of_float32(angle, p, SMALL_FREQS, LIBDEVICE)
+            c, s = cos_sin_of_float32(angle, p, SMALL_FREQS, LIBDEVICE, BY_HAND)
             c = c.to(tl.float32)
             s = s.to(tl.float32)
         if INVERSE:
