@@ -424,7 +424,7 @@ def check_writable(name: str, t: torch.Tensor) -> None:
     operation on a leaf that requires grad, or on a view of one, while autograd records; or
     on an inference tensor outside ``torch.inference_mode()`` (a kernel that writes through a
     pointer is not stopped by torch; under ``torch.compile``, which cannot trace that check,
-    it is taken, as a compiled ``Tensor.mul_`` takes it).
+    it is taken, as inductor takes a compiled ``Tensor.mul_``).
 
     Raises:
         RuntimeError: naming ``t``, in torch's words.
@@ -565,7 +565,9 @@ def transforming() -> bool:
     level (``torch.autograd.forward_ad.dual_level``) is active: tensors may then be wrappers
     with no memory of their own, or carry tangents that a kernel writing through pointers
     would drop, and only tensor operations serve them. (Not traceable by ``torch.compile``:
-    call it where nothing is being compiled.)"""
+    call it where nothing is being compiled. torch keeps its forward-mode level for the
+    whole process: while one thread is inside a dual level, every thread's calls take
+    tensor operations.)"""
     return _forward_ad._current_level >= 0 or _functorch_level() is not None
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -92,29 +93,57 @@ def _exact(x, positions, offset, layout):
     return y
 
 
-def _cos_sin_in_the_kernel(angles: torch.Tensor, position: int, small_freqs: bool):
+def _cos_sin_in_the_kernel(angles, position, small_freqs, by_hand=True, libdevice_nan=False):
     """The kernel's own ``cos_sin_of_float32`` of float32 ``angles``, rounded to float32, as
     a program at ``position`` makes them (told, or not, that every frequency is at most 1),
-    in rows of 256 angles, run by the interpreter."""
+    in rows of 256 angles, run by the interpreter: its reduction's multiply-adds by hand (as
+    the interpreter runs them) or by ``tl.fma`` (as a GPU does); with ``libdevice_nan``, the
+    rows sent to libdevice's cos and sin (numpy's here) come back NaN, to tell which."""
     import triton
     import triton.language as tl
 
     global _COS_SIN  # the interpreter runs the probe's source with this module's globals
-    _COS_SIN = tr._kernel(True).fn.__globals__["cos_sin_of_float32"]  # as loaded for it
+    kernel_globals = tr._kernel(True).fn.__globals__  # the kernel's file, loaded for it
+    _COS_SIN = kernel_globals["cos_sin_of_float32"]
 
     @triton.jit
-    def probe(a_ptr, c_ptr, s_ptr, n, p, SMALL_FREQS: tl.constexpr):
+    def probe(a_ptr, c_ptr, s_ptr, n, p, SMALL_FREQS: tl.constexpr, BY_HAND: tl.constexpr):
         i = tl.program_id(0) * 256 + tl.arange(0, 256)
         a = tl.load(a_ptr + i, mask=i < n, other=0.0)
-        c, s = _COS_SIN(a, p, SMALL_FREQS, False, True)
+        c, s = _COS_SIN(a, p, SMALL_FREQS, False, BY_HAND)
         tl.store(c_ptr + i, c.to(tl.float32), mask=i < n)
         tl.store(s_ptr + i, s.to(tl.float32), mask=i < n)
 
+    @triton.jit
+    def nan_cos_sin(a, LIBDEVICE: tl.constexpr):
+        return a * float("nan"), a * float("nan")
+
     cos, sin = torch.empty_like(angles), torch.empty_like(angles)
-    probe[(triton.cdiv(angles.numel(), 256),)](
-        angles, cos, sin, angles.numel(), position, SMALL_FREQS=small_freqs
-    )
+    libdevice = kernel_globals["cos_sin"]
+    kernel_globals["cos_sin"] = nan_cos_sin if libdevice_nan else libdevice
+    try:
+        probe[(triton.cdiv(angles.numel(), 256),)](
+            angles, cos, sin, angles.numel(), position, SMALL_FREQS=small_freqs, BY_HAND=by_hand
+        )
+    finally:
+        kernel_globals["cos_sin"] = libdevice
     return cos, sin
+
+
+def _interpreter_fuses_fma() -> bool:
+    """Whether Triton's interpreter rounds ``tl.fma`` once, as a GPU does (3.9's does, 3.7's
+    rounds the product first)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def fma_error(a_ptr, out):
+        x, y = tl.load(a_ptr), tl.load(a_ptr + 1)
+        tl.store(out, tl.fma(x, y, -(x * y)))  # the product's rounding error, if fused
+
+    out = torch.zeros(1, dtype=torch.float64)
+    fma_error[(1,)](torch.tensor([0.1, 0.3], dtype=torch.float64), out)
+    return bool(out[0] != 0)
 
 
 def _model_view(b, t, h, d, dtype):
@@ -173,48 +202,87 @@ def test_kernel_equals_the_arithmetic_spelled_out(maker, dtype, layout):
 
 def _hard_angles() -> dict[str, torch.Tensor]:
     """float32 angles where a cosine is easy to get wrong: a model's (positions to 2**17 at a
-    Llama 3 base), the float32 values nearest multiples of pi/2 (where cos or sin is tiny and
-    the reduction must keep every bit), both signs over 30 octaves, and past the fast path's
-    limit of 2**30, to the largest float32, with infinities and a NaN."""
+    Llama 3 base), near multiples of pi/2 (where cos or sin is tiny and the reduction must
+    keep every bit: the float32 values below 2**30 nearest them, within 4e-9 to 3e-8, and
+    multiples rounded to float32), both signs over 30 octaves, and in rows of 256 past the
+    fast path's limit of 2**30: finite ones to the largest float32, and infinities and a NaN
+    apart."""
     gen = torch.Generator().manual_seed(0)
     rows = torch.arange(0, 2**17, 331, dtype=torch.float32)
     model = (rows[:, None] * rope_inv_freq(128, 500000.0).float()).flatten()
+    nearest = torch.tensor(
+        [252.89820861816406, 505.7964172363281, 42781604.0, 4.71238899230957, 52516.43359375,
+         1011.5928344726562, 2709675.5, 620046656.0, 85563208.0, 9.42477798461914,
+         105032.8671875, 2023.1856689453125]
+    )  # fmt: skip
     multiples = torch.randint(1, 2**26, (20000,), generator=gen).double()
-    near = (multiples * (math.pi / 2)).float()
+    near = torch.cat([nearest, -nearest, (multiples * (math.pi / 2)).float()])
     sign = torch.randint(0, 2, (20000,), generator=gen) * 2 - 1
     octaves = torch.exp2(torch.rand(20000, generator=gen, dtype=torch.float64) * 60 - 30) * sign
-    big = torch.cat([torch.rand(250, generator=gen) * 2**40 + 2**30, torch.tensor([math.inf])])
-    huge = torch.tensor([1e15, -3e17, 1e20, 3e38, -math.inf, math.nan, 0.0, -0.0, 2.0**30])
-    big = torch.cat([big, huge])
+    past = torch.tensor([2.0**30, 2.0**40, 2.0**52, 1e15, -3e17, 1e20, 3e38, -3e38])
+    finite = torch.cat([torch.rand(248, generator=gen) * 2**40 + 2**30, past])  # one row
+    special = torch.tensor([math.inf, -math.inf, math.nan, 0.0, -0.0, 1.0])
+    big = torch.cat([finite, special])
     return {"a model's": model, "near k pi/2": near, "30 octaves": octaves.float(), "big": big}
 
 
+@pytest.mark.parametrize("by_hand", [True, False], ids=["multiply-adds by hand", "tl.fma"])
 @pytest.mark.parametrize("small_freqs", [False, True])
 @pytest.mark.parametrize("kind", ["a model's", "near k pi/2", "30 octaves", "big"])
-def test_the_kernel_s_cos_and_sin_are_the_nearest_float32_values(kind, small_freqs):
+def test_the_kernel_s_cos_and_sin_are_the_nearest_float32_values(kind, small_freqs, by_hand):
     """The kernel's own float64 cos and sin (one reduction by pi/2, both Taylor series), once
-    rounded, are the float32 values nearest float64's, and so are libdevice's where a row
-    holds an angle past 2**30 (NaN stays NaN): whether the row is told so by its largest
-    angle, or, every frequency being at most 1, by its position (which no angle exceeds)."""
+    rounded, are the float32 values nearest float64's (numpy's, which stand in for
+    libdevice's in the interpreter, where a row holds an angle past 2**30; NaN stays NaN):
+    whether the row is told so by its largest angle, or, every frequency being at most 1,
+    by its position. The reduction by hand (the interpreter's) and by ``tl.fma`` (a GPU's)
+    alike, where the interpreter's fma rounds once as a GPU's does."""
+    if not by_hand and not _interpreter_fuses_fma():
+        pytest.skip("this Triton's interpreter rounds tl.fma's product first (3.7's does)")
     angles = _hard_angles()[kind]
     position = 2**31 if kind == "big" else 2**30 - 1
-    cos, sin = _cos_sin_in_the_kernel(angles, position, small_freqs)
+    cos, sin = _cos_sin_in_the_kernel(angles, position, small_freqs, by_hand)
     want_cos, want_sin = angles.double().cos().float(), angles.double().sin().float()
     assert torch.allclose(cos, want_cos, rtol=0, atol=0, equal_nan=True), kind
     assert torch.allclose(sin, want_sin, rtol=0, atol=0, equal_nan=True), kind
 
 
+def test_a_row_goes_to_libdevice_exactly_when_an_angle_may_pass_2_30():
+    """With libdevice's cos and sin made NaN, which rows take them shows: told by the row's
+    largest angle, a row all below 2**30 is the kernel's own and one holding a single angle
+    of 2**30 goes whole to libdevice; told by the position (every frequency at most 1), a
+    row at a position below 2**30 in size is the kernel's own, whatever its angles, and one
+    at 2**30 or -2**30 libdevice's."""
+    gen = torch.Generator().manual_seed(0)
+    below = torch.rand(256, generator=gen) * (2**30 - 128)
+    one_at = below.clone()
+    one_at[17] = 2.0**30
+    cos, sin = _cos_sin_in_the_kernel(torch.cat([below, one_at]), 0, False, libdevice_nan=True)
+    assert not cos[:256].isnan().any() and cos[256:].isnan().all() and sin[256:].isnan().all()
+    for position, own in (
+        (2**30 - 1, True),
+        (-(2**30) + 1, True),
+        (2**30, False),
+        (-(2**30), False),
+    ):
+        cos, _ = _cos_sin_in_the_kernel(one_at, position, True, libdevice_nan=True)
+        assert (not cos.isnan().any()) if own else cos.isnan().all(), position
+
+
 @pytest.mark.parametrize("given", ["inv_freq", "base"])
 def test_frequencies_above_1_at_angles_past_the_fast_path(given):
-    """Frequencies above 1 (a base below 1, or a caller's) at positions up to 2**29 make
-    angles past 2**30 where the position is below it: the row's largest angle sends those
-    rows to libdevice, and every number is still the oracle's."""
+    """Frequencies above 1 at positions below 2**30 make angles far past it (to 2**69, where
+    the fast reduction would be wrong): told by each row's largest angle, those rows go to
+    libdevice (numpy's cos and sin in the interpreter), and every number is the oracle's.
+    A base below 1 makes frequencies above 1 too."""
     torch.manual_seed(0)
-    x = torch.randn(2, 3, 6, 16)
-    positions = torch.tensor([0, 5, 2**28, 2**29 - 1, 2**29, 12345])
-    freqs = rope_inv_freq(16, 0.25)  # from 1 up to 0.25**(-7/8), about 3.4
+    x = torch.randn(2, 3, 4, 16)
+    positions = torch.tensor([3, 2**20 + 7, 2**29 - 1, 12345])
+    if given == "inv_freq":
+        freqs = torch.tensor([1.0, 2.0**10, 2.0**20, 2.0**31, 0.5, 3.0, 2.0**40, 1e-3])
+        kwargs = {"inv_freq": freqs}
+    else:
+        freqs, kwargs = rope_inv_freq(16, 0.25), {"base": 0.25}  # 1 up to 0.25**(-7/8)
     assert freqs.max() > 1
-    kwargs = {"inv_freq": freqs} if given == "inv_freq" else {"base": 0.25}
     got = tr.rope_triton(x, positions, layout="half", **kwargs)
     assert torch.equal(got, _oracle(x, positions, 0, "half", inv_freq=freqs))
 
@@ -454,6 +522,13 @@ def test_under_forward_ad_and_torch_func_the_kernel_s_numbers(call):
     assert torch.equal(primal, want) and torch.equal(got, want_tangent), call
     if "qk" not in call:  # rope_qk_triton takes [B, H, T, D]: vmap takes a dim away
         assert torch.equal(torch.vmap(fn)(x), want)
+    leaf = x.detach().clone().requires_grad_()  # a dual that autograd records too
+    with torch.autograd.forward_ad.dual_level():
+        out = fn(torch.autograd.forward_ad.make_dual(leaf, tangent))
+        assert torch.equal(torch.autograd.forward_ad.unpack_dual(out).tangent, want_tangent)
+    small = x[:1, :1, :2]  # the Jacobian, by reverse mode over every output: a rotation's
+    jacobian = torch.func.jacrev(fn)(small).reshape(small.numel(), small.numel())
+    assert torch.allclose(jacobian @ jacobian.T, torch.eye(small.numel()), atol=1e-6), call
 
 
 @pytest.mark.parametrize("which", ["q", "k"])
@@ -755,13 +830,14 @@ from posenc.fast import triton as tr
 kernel = tr._kernel(False)
 names = kernel.arg_names
 found = {}
-builds = itertools.product(("half", "interleaved"), (2, 4, 8), (False, True), (32,))
-for layout, warps, table, n_q in (*builds, ("half", 4, True, 4096)):
+builds = [(*b, True) for b in itertools.product(("half", "interleaved"), (2, 4, 8), (False, True), (32,))]
+more = [("half", 4, True, 4096, True), ("half", 4, False, 32, False), ("interleaved", 4, False, 32, False)]
+for layout, warps, table, n_q, small in (*builds, *more):
     pointers = dict.fromkeys(("q", "q_out", "k", "k_out"), "*bf16")
     pointers |= {"pos": "*fp32" if table else "*i64", "inv_freq": "*fp32"}
     constants = dict(
         HAS_POS=not table, INTERLEAVED=layout == "interleaved", INVERSE=False, F64=False,
-        LIBDEVICE=True, SMALL_FREQS=True, BY_HAND=False, BLOCK_HQ=32, BLOCK_HK=8, BLOCK_HALF=64, TABLE=table,
+        LIBDEVICE=True, SMALL_FREQS=small, BY_HAND=False, BLOCK_HQ=32, BLOCK_HK=8, BLOCK_HALF=64, TABLE=table,
         n_q=n_q, n_k=8, half=64,  # Llama 3 8B's heads, as a model always passes them
         q_sd=1, qo_sd=1, k_sd=1, ko_sd=1,  # Triton makes a stride of 1 a constant at launch
     )
@@ -779,7 +855,7 @@ for layout, warps, table, n_q in (*builds, ("half", 4, True, 4096)):
     )
     options = {"enable_fp_fusion": False, "num_warps": warps}
     ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
-    found[f"{layout}, {warps} warps" + (", table" if table else "") + f", {n_q} heads"] = ptx
+    found[f"{layout}, {warps} warps" + (", table" if table else "") + ("" if small else ", row check") + f", {n_q} heads"] = ptx
 json.dump(found, sys.stdout)
 """
 
@@ -787,9 +863,11 @@ json.dump(found, sys.stdout)
 def test_compiles_for_a_gpu_as_intended(monkeypatch):
     """Without a GPU, Triton still compiles the kernel for one (an H100, sm_90) down to PTX:
     the rotation's float32 products are not fused into multiply-adds, bf16 is rounded to
-    nearest, cos and sin are libdevice's accurate ones (no ``.approx``), and a row of unit
-    stride moves in 16-byte vector loads and stores. And each pair's cos and sin are
-    evaluated once per program, whatever the warps: every build holds the same number of
+    nearest and no value toward zero, cos and sin are the kernel's own float64 series (and
+    libdevice's accurate ones past 2**30: no ``.approx``), and a row of unit stride moves in
+    16-byte vector loads and stores. And each pair's cos and sin are evaluated once per
+    program, whatever the warps and however a row's path is told (by its position or by its
+    largest angle): every build holds the same number of
     float64 multiply-adds (those of one evaluation per thread, with no more threads than
     pairs), where Triton, left to itself, has some tile shapes evaluate them again in every
     thread that holds a head's copy of the pair (4 to 12 times as many); and every load of q
@@ -827,7 +905,7 @@ def test_compiles_for_a_gpu_as_intended(monkeypatch):
         assert ptx.count("ld.global") < found[build.removesuffix(", table")].count("ld.global")
     for layout, ptx in everything.items():
         assert "fma.rn.f32" not in ptx, layout
-        assert "cvt.rn.bf16" in ptx and "cvt.rz.bf16" not in ptx, layout  # to nearest, not 0
+        assert "cvt.rn.bf16" in ptx and not re.search(r"cvt\.rz\.", ptx), layout  # nearest
         assert ".approx" not in ptx, layout
         assert "ld.global.v4.b32" in ptx and "st.global.v4.b32" in ptx, layout
 
@@ -946,24 +1024,27 @@ def test_on_a_gpu_the_same_numbers(dtype, layout, monkeypatch):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_on_a_gpu_a_row_s_path_told_both_ways(monkeypatch):
     """Compiled, both ways of telling a row's path give the oracle's numbers: posenc's own
-    frequencies (the position tells) and a caller's (the row's largest angle), above 1 at
-    positions up to 2**29 too. And posenc's own, passed in by a caller, are not remembered as
-    posenc's: a later call alike may pass frequencies above 1."""
+    frequencies (the position tells) and a caller's (the row's largest angle), far above 1
+    at positions below 2**30 too. Remembered, posenc's own frequencies passed in and a
+    caller's of the same shape are two kinds of call, each launched as its own first was."""
     from posenc.fast.tables import _default_inv_freq
 
     monkeypatch.delenv("TRITON_INTERPRET")
     torch.manual_seed(0)
-    x = torch.randn(2, 3, 6, 16)
-    positions = torch.tensor([0, 5, 2**28, 2**29 - 1, 2**29, 12345])
-    for freqs in (None, rope_inv_freq(16), rope_inv_freq(16, 0.25)):
+    x = torch.randn(2, 3, 4, 16)
+    positions = torch.tensor([3, 2**20 + 7, 2**29 - 1, 12345])
+    far = torch.tensor([1.0, 2.0**10, 2.0**20, 2.0**31, 0.5, 3.0, 2.0**40, 1e-3])
+    for freqs in (None, rope_inv_freq(16), far):
         kwargs = {} if freqs is None else {"inv_freq": freqs.cuda()}
         got = tr.rope_triton(x.cuda(), positions.cuda(), layout="half", **kwargs).cpu()
         assert torch.equal(got, _oracle(x, positions, 0, "half", inv_freq=freqs))
     own = _default_inv_freq(16, 10000.0, torch.float32, torch.device("cuda"))
     tr._PLANS.clear()
-    for _ in range(3):  # compiled, then remembered: but not as posenc's own frequencies
-        tr.rope_triton(x.cuda(), positions.cuda(), layout="half", inv_freq=own)
-    assert list(tr._PLANS.values()) == [tr._OWN_WAY]
+    for _ in range(3):  # compiled, remembered, replayed: alternately
+        for freqs in (own, far.cuda()):
+            got = tr.rope_triton(x.cuda(), positions.cuda(), layout="half", inv_freq=freqs)
+            assert torch.equal(got.cpu(), _oracle(x, positions, 0, "half", inv_freq=freqs.cpu()))
+    assert len(tr._PLANS) == 2 and tr._OWN_WAY not in tr._PLANS.values()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -490,7 +490,7 @@ def model_share(
     shape: dict | None = None,
     prefill: tuple[tuple[int, int], ...] = ((1, 4096), (8, 4096)),
     decode: tuple[int, int] = (64, 4095),
-    rounds: int = 31,
+    rounds: int = 32,
     dtype: torch.dtype | None = None,
     log: Callable[[str], None] = lambda line: None,
 ) -> list[dict]:
@@ -518,7 +518,8 @@ def model_share(
         shape: LlamaConfig fields to change (a CPU smoke run passes a tiny model).
         prefill: ``(B, T)`` forward passes over ``T`` new tokens.
         decode: ``(B, cached)``: one new token after a KV cache of ``cached`` positions.
-        rounds: timed rounds (median), the variants taking turns.
+        rounds: timed rounds (median), the variants taking turns (balanced in each block
+            of four).
         dtype: the model's weights (default bfloat16 on a GPU, float32 elsewhere); its RoPE
             frequencies stay float32, as transformers computes them.
         log: called with a line per measurement.

@@ -262,7 +262,7 @@ def _default_inv_freq(dim: int, base: float, dtype: torch.dtype, device: torch.d
     freqs = on_cpu.to(device=device, dtype=dtype)
     if bool(on_cpu.abs().max() <= 1):  # read on the CPU, before the copy
         key = id(freqs)
-        _AT_MOST_ONE[key] = weakref.ref(freqs, lambda _, key=key: _AT_MOST_ONE.pop(key, None))
+        _AT_MOST_ONE[key] = weakref.ref(freqs, functools.partial(_unmark, key, _AT_MOST_ONE))
     return freqs
 
 
@@ -271,6 +271,12 @@ _AT_MOST_ONE: dict[int, weakref.ref] = {}
 ``id``: the kernel then tells from a position alone whether its angles stay below the fast
 cosines' limit (``cos_sin_of_float32`` in ``_rope_kernel.py``). A caller's frequencies are
 not known without reading them from the device."""
+
+
+def _unmark(key: int, marked: dict, ref: weakref.ref) -> None:
+    """The entry ``key`` gone with its tensor (if it is still that tensor's)."""
+    if marked.get(key) is ref:
+        del marked[key]
 
 
 def _at_most_one(freqs: torch.Tensor) -> bool:

@@ -51,11 +51,12 @@ cosines and sines itself (one reduction by pi/2 and both Taylor series; libdevic
 reduce each angle twice and read their coefficients from memory, serve angles past 2**30),
 and they then cost little time even where memory does not bound it. In one run on an NVIDIA
 H200 (bf16, the model's layout, positions given, GPU time alone), a decoding step (B=64)
-took 2.78 µs with libdevice's float64 cosines and sines, 2.46 with the kernel's own when
-each row's largest angle is checked against 2**30 (an exchange between the program's warps),
-and 2.29 when the position is checked instead (every frequency at most 1, as posenc knows of
-the frequencies it makes from a base); Liger-Kernel took 2.12 and ``copy_`` of the same
-bytes 3.71. At B=1, T=4,096, D=64: 10.87, 10.27 and 9.59 µs; Liger 9.06, ``copy_`` 12.52.
+took 2.78 µs with libdevice's float64 cosines and sines, and 2.46 with the kernel's own and
+each row's largest angle checked against 2**30 (an exchange between the program's warps),
+as a caller's frequencies are; a build that checked the position instead, as the kernel
+does for the frequencies posenc makes from a base (every one at most 1), took 2.29.
+Liger-Kernel took 2.12, and ``copy_`` of the same bytes 3.71. At B=1, T=4,096, D=64: 10.87,
+10.27 and 9.59 µs; Liger 9.06, ``copy_`` 12.52.
 
 On a CPU the kernel runs only under Triton's interpreter (``TRITON_INTERPRET=1``), which is
 how the tests check it without a GPU; elsewhere the registered op computes the same
@@ -532,8 +533,8 @@ def _call(name, *tensors_and_args, grad=False):
     microseconds a call, which is what a decoding step is made of)."""
     if torch.compiler.is_compiling():
         return _OPS[name](*tensors_and_args)
-    if grad:
-        return _Rotation.apply(name, *tensors_and_args)
+    if grad and not transforming():  # (under torch.func and forward-mode AD, the four
+        return _Rotation.apply(name, *tensors_and_args)  # operations' tensor operations)
     result = _IMPLS[name](*tensors_and_args)
     written(*tensors_and_args[: _WRITTEN[name]])
     return result
@@ -643,7 +644,10 @@ def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) ->
         and not inv_freq.is_neg()
         and inv_freq.device.type != "cpu"
     ):
+        # whether posenc made them (at most 1: the kernel is compiled to tell a row's path
+        # from its position) is part of what the launch depends on
         f = (inv_freq.shape, inv_freq.stride(), inv_freq.dtype, inv_freq.device)
+        f = (*f, _at_most_one(inv_freq))
     else:
         return None
     kk = None if k is None else (k.shape, k.stride(), k.dtype, k.device)
@@ -720,8 +724,6 @@ def _plan(tape, result, q, k, positions, base, inv_freq, layout, inplace, offset
             return _OWN_WAY
     if inplace and (result[0] is not q or result[1] is not k):
         return _OWN_WAY
-    if inv_freq is not None and _at_most_one(inv_freq):  # posenc's own, passed in: what the
-        return _OWN_WAY  # kernel was told of them may not hold for another call's
     *tensors, _, freqs, interleaved, inverse = tape[0][1:]
     const = None
     if inv_freq is None and not isinstance(positions, Angles):  # frequencies made for the call
