@@ -44,7 +44,8 @@ def cos_sin_of_float32(angle, p, SMALL_FREQS: tl.constexpr, LIBDEVICE: tl.conste
     if SMALL_FREQS:
         small = (p < 1073741824) & (p > -1073741824)  # 2**30
     else:
-        small = tl.reduce(tl.abs(x), 0, larger) < 1073741824.0  # (a NaN stays NaN either way)
+        # in float32, the angles' own dtype (half the data to exchange); a NaN stays NaN
+        small = tl.reduce(tl.abs(angle), 0, larger) < 1073741824.0  # either way
     if small:
         k = tl.floor(tl.fma(x, f64(0x3FE45F306DC9C883), 0.5))  # x 2/pi: the nearest multiple
         r = less_multiple(x, k, f64(0x3FF921FB54442D18), BY_HAND)  # p1

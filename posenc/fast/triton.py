@@ -340,15 +340,15 @@ def _run_compiled(index: int, grid: int, args: tuple, consts: tuple, interleaved
         return
     if tape is not None:
         tape.append(("direct", compiled, grid, args, consts))
-    _fire(compiled, index, grid, args, consts)
+    _fire(compiled, index, grid, (*args, *consts))
 
 
-def _fire(compiled, index: int, grid: int, args: tuple, consts: tuple) -> None:
+def _fire(compiled, index: int, grid: int, everything: tuple) -> None:
     """Launch ``compiled`` on GPU ``index`` (the current device) by its own launcher, as
-    Triton launches it: on the current stream, with the launch hooks Triton keeps."""
+    Triton launches it: on the current stream, with the launch hooks Triton keeps, and
+    ``everything`` as Triton passes it, every parameter in order."""
     hooks, driver = _launch_state()
     stream = driver.active.get_current_stream(index)
-    everything = (*args, *consts)  # as Triton passes them: every parameter, in order
     enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
     if _idle(enter) and _idle(leave):  # no hook to call (a profiler adds some): no metadata
         enter = leave = metadata = None
@@ -562,9 +562,8 @@ class _Direct(NamedTuple):
     grid: int
     pointers: Callable  # the sources -> the kernel's six tensors
     sizes: tuple  # the integers before the offset
-    rest: tuple  # the integers after it (heads, strides)
-    consts: tuple
-    distinct: tuple[int, ...]  # the sources of distinct tensors among the six...
+    rest: tuple  # the integers after it (heads, strides), then the compile-time arguments
+    checked: tuple[int, ...]  # the sources of the call's distinct tensors among the six...
     aligned: tuple[bool, ...]  # ...and whether each was 16-byte aligned
     width: tuple[bool, bool]  # the offset's width (see _offset_width)
 
@@ -743,10 +742,11 @@ def _plan(tape, result, q, k, positions, base, inv_freq, layout, inplace, offset
         pointers = tuple(slot(t) for t in args[:6])
         if None in pointers:
             return _OWN_WAY
-        distinct = tuple(sorted(set(pointers)))
-        aligned = tuple(sources[i].data_ptr() % 16 == 0 for i in distinct)
-        direct = _Direct(compiled, grid, itemgetter(*pointers), args[6:8], args[9:], consts,
-                         distinct, aligned, _offset_width(offset))  # fmt: skip
+        # the default frequencies made for the plan (source 7) stay where they are
+        checked = tuple(sorted(set(pointers) - {7}))
+        aligned = tuple(sources[i].data_ptr() % 16 == 0 for i in checked)
+        direct = _Direct(compiled, grid, itemgetter(*pointers), args[6:8], (*args[9:], *consts),
+                         checked, aligned, _offset_width(offset))  # fmt: skip
     spans = (_span(q), 0 if k is None else _span(k))
     return _Plan(itemgetter(*slots), const, (interleaved, inverse), direct, spans)
 
@@ -782,12 +782,12 @@ def _replay(plan: _Plan, q, k, positions, inv_freq, inplace, offset):
     index = q.device.index
     if (
         direct is not None
-        and tuple([sources[i].data_ptr() % 16 == 0 for i in direct.distinct]) == direct.aligned
+        and tuple([sources[i].data_ptr() % 16 == 0 for i in direct.checked]) == direct.aligned
         and _offset_width(offset) == direct.width
         and index == _current_device()
     ):
-        args = (*direct.pointers(sources), *direct.sizes, offset, *direct.rest)
-        _fire(direct.compiled, index, direct.grid, args, direct.consts)
+        everything = (*direct.pointers(sources), *direct.sizes, offset, *direct.rest)
+        _fire(direct.compiled, index, direct.grid, everything)
     else:
         q_, q_out_, k_, k_out_, pos, freqs = plan.launch(sources)
         _launch(q_, q_out_, k_, k_out_, pos, offset, freqs, *plan.flags)
