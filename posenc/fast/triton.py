@@ -597,10 +597,13 @@ _TAPE = threading.local()
 def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) -> tuple | None:
     """Everything ``body``'s checks and launch depend on but the tensors' values and where
     they lie (``k`` may be None, for a function of one tensor), or None for a call that is
-    not remembered: one being compiled, subclasses of torch.Tensor, q not ``[B, H, T, D]``,
-    q on a device the kernel does not run on, q passed as k, tensors that need a gradient
-    or carry a negative bit, positions in Python, frequencies on the CPU (their values are
-    checked there), arguments of other types, or an offset outside int64."""
+    not remembered: one being compiled, or made under a ``torch.func`` transform or a
+    forward-mode AD level, subclasses of torch.Tensor, q not ``[B, H, T, D]``, q on a device
+    the kernel does not run on, q passed as k, tensors that need a gradient or carry a
+    negative bit, in place on an inference tensor outside inference mode, positions in
+    Python, frequencies on the CPU (their values are checked there), arguments of other
+    types, or an offset outside int64. Frequencies a caller passes are keyed with whether
+    posenc made them (see :func:`~posenc.fast.tables._at_most_one`)."""
     if type(q) is not torch.Tensor or torch.compiler.is_compiling() or transforming():
         return None
     shape, device = q.shape, q.device  # each read once: a decoding step's calls are counted
