@@ -463,6 +463,8 @@ def _many_at_once():
     one call (as it does in recent torch): at a decoding step, the public wrapper's call per
     tensor is a measurable part of a call's host time. None where it does not."""
     bump = getattr(torch._C, "_increment_version", None)
+    if bump is None:
+        return None
     probe = torch.empty(1)
     before = probe._version
     try:
@@ -499,10 +501,7 @@ def one_memory(first: str, a: torch.Tensor, second: str, b: torch.Tensor) -> boo
         return True
     shared = _shared_on_one_grid(a, b)
     if shared is None:  # not told by the grid: a dense tensor holds every element of its span
-        last = tuple(
-            s + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
-            for s, t in zip(start, (a, b), strict=True)
-        )
+        last = tuple(s + reach(t) for s, t in zip(start, (a, b), strict=True))
         shared = any(
             _dense(t)
             and (start[i] <= start[1 - i] <= last[i] or start[i] <= last[1 - i] <= last[i])
@@ -585,6 +584,11 @@ def _storage(t: torch.Tensor) -> int:
         while functorch.is_functorch_wrapped_tensor(t):
             t = functorch.get_unwrapped(t)
         return t.untyped_storage()._cdata
+
+
+def reach(t: torch.Tensor) -> int:
+    """How many elements of its storage ``t``'s last element lies past its first."""
+    return sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
 
 
 def _steps(t: torch.Tensor) -> tuple[int, ...]:

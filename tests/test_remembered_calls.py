@@ -107,13 +107,13 @@ def _arguments(call, seed):
     """The arguments of ``call``, the same values for the same seed."""
     with torch.inference_mode(call["inference"] != "no"):
         q, k, positions = _tensors(call, seed)
-    if call["inference"] != "no":  # torch refuses to make an inference tensor need grad
-        pass
-    elif call["needs grad"] == "q":
+    # torch refuses to make an inference tensor need grad
+    needs = call["needs grad"] if call["inference"] == "no" else "nothing"
+    if needs == "q":
         q.requires_grad_()
-    elif call["needs grad"] == "k" and k is not q:
+    elif needs == "k" and k is not q:
         k.requires_grad_()
-    elif call["needs grad"] == "the angles" and isinstance(positions, Angles):
+    elif needs == "the angles" and isinstance(positions, Angles):
         positions = Angles(positions.table.requires_grad_())
     inv_freq = None
     if call["inv_freq"] == "on the CPU":

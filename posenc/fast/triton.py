@@ -87,6 +87,7 @@ from posenc._validate import (
     check_tensor,
     check_writable,
     one_memory,
+    reach,
     transforming,
     written,
 )
@@ -758,9 +759,7 @@ def _span(t: torch.Tensor) -> int:
     """The bytes from ``t``'s first element to past its last (0 for no element)."""
     if t.numel() == 0:
         return 0
-    return (
-        1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
-    ) * t.element_size()
+    return (1 + reach(t)) * t.element_size()
 
 
 def _near(plan: _Plan, q: torch.Tensor, k: torch.Tensor) -> bool:
