@@ -325,9 +325,11 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
     """Every number chapter 13 quotes from the stored H100 run, read from the chapter's prose
     and computed from the run as the prose rounds it (so that a changed number in either
     fails): speeds, host times, training ratios, errors and the model's shares; and the
-    claims behind them (the shortest host time in every case, more than ten times the GPU's
-    time at decoding, half a unit of error for posenc and more than one for Liger's and
-    transformers' eager function in every prefill case)."""
+    claims behind them (the shortest host time in every case, about ten times the GPU's time
+    or more at decoding, faster than Liger's on the large cases and above the targets' bar
+    where Liger's beats the copy, reading the angles no faster than making them, half a unit
+    of error for posenc and more than one for Liger's and transformers' eager function in
+    every prefill case)."""
     result = peers.stored("h100")
     assert result["machine"]["device"] == "NVIDIA H100 80GB HBM3"
     prose = _chapter_13_prose()
@@ -391,14 +393,31 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
         f"{spoken([r for r in here if made(r['implementation'])])} reading them, in place and "
         f"out of place, Liger's at {liger}."
     )
-    against = [
-        pick((c,), "posenc half in place, angles")[0]["copy_ratio"]
-        / pick((c,), "liger")[0]["copy_ratio"]
-        for c in (*small, decode)
-    ]
-    assert min(against) >= 0.9  # the targets' bar where Liger's beats the copy, as it does here
-    lo, hi = f"{min(against):.2f}", f"{max(against):.2f}"
-    says(f"runs at {lo} to {hi} of Liger's speed in these three cases, above the 0.9 its targets")
+
+    def one(case, name):  # the row of exactly that implementation
+        (row,) = [r for r in pick((case,), name) if r["implementation"] == name]
+        return row
+
+    against = {
+        name: [
+            one(c, name)["copy_ratio"] / pick((c,), "liger")[0]["copy_ratio"]
+            for c in (*small, decode)
+        ]
+        for name in ("posenc half in place", "posenc half in place, angles")
+    }
+    # the targets' bar where Liger's beats the copy, as it does in these three cases
+    assert all(pick((c,), "liger")[0]["copy_ratio"] > 1 for c in (*small, decode))
+    assert min(min(v) for v in against.values()) >= 0.9
+    (lo, hi), (lo_read, hi_read) = ((f"{min(v):.2f}", f"{max(v):.2f}") for v in against.values())
+    says(
+        f"runs at {lo} to {hi} of Liger's speed in these three cases making its angles, and "
+        f"{lo_read} to {hi_read} reading them, above the 0.9 its targets ask"
+    )
+    # reading the angles saves no time: in every case, in place, making them is as fast or
+    # within 3% of it
+    for c in (*small, decode, *large):
+        mine, read = (one(c, n)["us"] for n in against)
+        assert mine < 1.03 * read, c
 
     # the sizes the prose gives: q (32 heads) and k (8) in bf16, the angles' table in float32
     def mb(batch, length, dim, heads=40, nbytes=2):
@@ -410,7 +429,12 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
         f"$q$ and $k$ ({mb(1, 4096, 64):.0f} and {mb(1, 4096, 128):.0f} MB) fit in the GPU's 50 MB"
     )
     says(f"$q$ and $k$ hold {mb(64, 1, 128) * 1e6 / 1024:.0f} KB")
-    says(f"comes to {lo} to {hi} of its speed when a model makes")
+    says(f"comes to {lo} to {hi} of its speed in place where the data sit in the L2 cache")
+    theirs = (pick((c,), "liger")[0]["copy_ratio"] for c in large)
+    assert all(
+        one(c, "posenc half in place")["copy_ratio"] > t for c, t in zip(large, theirs, strict=True)
+    )
+    says("of the copy's speed on the large cases, faster than Liger-Kernel's there")
     # host time per call: posenc's the shortest in every case, by the ranges quoted
     for case in dict.fromkeys(r["case"] for r in pick()):
         here = pick((case,))
@@ -435,12 +459,13 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
     ]
     hosts = [r["host_us"] for r in pick((decode,), "posenc")]
     (copy_row,) = pick((decode,), "copy_")
-    assert min(hosts) < copy_row["host_us"]
+    assert copy_row["host_us"] < min(hosts) < 1.25 * copy_row["host_us"]
     words = dict(enumerate(("two", "three", "four", "five", "six", "seven", "eight", "nine",
-                            "ten", "eleven", "twelve"), start=2))  # fmt: skip
+                            "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen"),
+                           start=2))  # fmt: skip
     says(
-        f"posenc's calls take {min(hosts):.0f} to {max(hosts):.0f} µs of the host's time, the "
-        f"fastest less than the host's {copy_row['host_us']:.0f} µs for `copy_`'s two launches, "
+        f"posenc's calls take {min(hosts):.0f} to {max(hosts):.0f} µs of the host's time, "
+        f"against the host's {copy_row['host_us']:.0f} µs for `copy_`'s two launches, "
         f"and still {words[round(min(hosts) / kernel)]} to {words[round(max(hosts) / kernel)]} "
         f"times the GPU's {kernel:.1f} µs"
     )
@@ -461,10 +486,13 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
     for name in ("posenc", "liger", "transformers"):
         at_decode = max(r["max_error"] for r in pick((decode,), name))
         assert at_decode < min(r["max_error"] for r in pick(None, name) if r["case"] != decode)
-    training = [
-        format(pick(("B=8, T=4k, D=128",), n, pass_="forward+backward")[0]["copy_ratio"], ".2f")
-        for n in ("posenc half", "liger", "transformers compiled", "transformers eager")
+    training = [  # each implementation's own row (not "posenc half, angles")
+        format(r["copy_ratio"], ".2f")
+        for n in ("posenc half", "liger in place", "transformers compiled", "transformers eager")
+        for r in pick(("B=8, T=4k, D=128",), n, pass_="forward+backward")
+        if r["implementation"] == n
     ]
+    assert len(training) == 4
     says(
         f"reaches {training[0]}, Liger's {training[1]}, transformers' compiled function "
         f"{training[2]} and its eager one {training[3]}."
@@ -478,19 +506,18 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
         f"and {eight['share_transformers']:.1%} at B=8 goes to the rotation; with posenc's, "
         f"{one['share_posenc']:.1%} and {eight['share_posenc']:.1%}"
     )
-    # the stored run predates the rows' record of their rounds: it ran model_share's default
-    # of then, 31 (git log -S "rounds: int = 31" posenc/bench/peers.py)
-    rounds = one.get("rounds", 31)
-    says(f"the median of {rounds} rounds")
+    says(f"the median of {one['rounds']} rounds")
     says(f"lies {one['share_noise']:.1%} and {eight['share_noise']:.1%} from zero")
     for s in (one, eight):
         assert s["share_posenc"] <= 0.01 < s["share_posenc"] + s["share_noise"]
-    says("posenc's shares are under the 1% it aims for, by less than that.")
+    says("posenc's shares meet the 1% it aims for, by less than that.")
     says(
         f"small with either, {step['share_transformers']:.1%} and {step['share_posenc']:.1%}, "
         f"and one round's noise there is {step['share_noise']:.1%}"
     )
-    assert 0 < step["share_transformers"] - step["share_posenc"] < step["share_noise"]
+    noise = step["share_noise"]
+    assert noise < step["share_transformers"] - step["share_posenc"] < 1.25 * noise
+    says("posenc's is the smaller, by about that noise.")
     table = peers.table(result, value="max_error")
     assert len(table.rows) == 5 and table.rows[2][0] == "B=8, T=4k, D=128"
     named = [name for name, span_ in table.groups[1:] for _ in range(span_)]  # each library once
@@ -510,7 +537,7 @@ def test_the_share_table_shows_each_step_of_the_model():
     result = peers.stored()
     table = peers.share_table(result)
     assert [row[0] for row in table.rows] == [s["step"] for s in result["model"]]
-    assert table.rows[0][-3:] == ["8.3%", "0.7%", "0.5%"]
+    assert table.rows[0][-3:] == ["7.7%", "0.9%", "0.6%"]
     assert table.groups == [("", 1), ("time (ms)", 3), ("RoPE's share", 2), ("", 1)]
     assert "the median of each round's own share" in table.caption
     assert table.columns[-1] == "noise" and "a second pass without RoPE" in table.caption
@@ -519,7 +546,7 @@ def test_the_share_table_shows_each_step_of_the_model():
         del s["share_noise"]
     older["model"][1]["share_posenc"] = -0.018
     table = peers.share_table(older)
-    assert table.rows[1][-2:] == ["8.0%", "-1.8%"] and len(table.columns) == 6
+    assert table.rows[1][-2:] == ["8.3%", "-1.8%"] and len(table.columns) == 6
     assert table.groups == [("", 1), ("time (ms)", 3), ("RoPE's share", 2)]
     step = result["model"][0]
     for bad in (
@@ -639,31 +666,34 @@ def test_a_cpu_run_of_small_cases_has_no_target_to_check(result):
 
 
 def test_the_stored_gpu_run_against_the_targets():
-    """The stored H100 run passes 21 of its 25 checks. With the positions, it misses Liger's
-    bar in the two cases where Liger's kernel is faster (B=1, T=4k, D=64, in L2, and the
-    decoding step); with the angles made beforehand, as Liger is handed its tables, it meets
-    it in every case. It misses the host's time per call at decoding (15 µs): in place it
-    takes less than that host takes for ``copy_`` of the same bytes, out of place within a
-    tenth more. The model's shares meet theirs, each by less than one round's noise."""
+    """The stored H100 run passes 21 of its 25 checks. With the positions, it meets Liger's
+    bar in every case; with the angles made beforehand, as Liger is handed its tables, it
+    misses it on the two large cases, by about 1% (the table's own traffic). It misses the
+    host's time per call at decoding (15 µs), where that host took 21 µs for ``copy_`` of
+    the same bytes: in place by a quarter more than that, out of place by three quarters.
+    The model's prefill shares meet their 1%, each by less than one round's noise; at
+    decoding posenc's share is below transformers' by more than that noise."""
     result = peers.stored("h100")
     got = _verdicts(result)
     missed = {key for key, c in got.items() if c["met"] is not True}
     assert missed == {
-        ("in place / Liger's bar", "B=1, T=4k, D=64"),
-        ("in place / Liger's bar", _DECODE),
+        ("in place, angles made / Liger's bar", "B=8, T=4k, D=128"),
+        ("in place, angles made / Liger's bar", "B=1, T=32k, D=128"),
         ("host µs per call, in place", _DECODE),
         ("host µs per call, out of place", _DECODE),
     }
+    for case in ("B=8, T=4k, D=128", "B=1, T=32k, D=128"):
+        assert got["in place, angles made / Liger's bar", case]["value"] > 0.98
     (copy_host,) = [
         r["host_us"]
         for r in result["rows"]
         if (r["case"], r["memory"], r["dtype"], r["pass"], r["implementation"])
         == (_DECODE, "model view", "bfloat16", "forward", "copy_")
     ]
-    assert 15 < got["host µs per call, in place", _DECODE]["value"] < copy_host
-    assert 15 < got["host µs per call, out of place", _DECODE]["value"] < 1.1 * copy_host
+    assert 15 < copy_host < got["host µs per call, in place", _DECODE]["value"] < 1.25 * copy_host
+    assert 15 < got["host µs per call, out of place", _DECODE]["value"] < 1.75 * copy_host
     decoding = got["model: RoPE's share, below transformers'", "decode B=64 after 4095"]
-    assert decoding["met"] and decoding["note"] == "by less than one round's noise (1.0%)"
-    for step in ("prefill B=1, T=4096", "prefill B=8, T=4096"):  # 0.7% and 0.4%
+    assert decoding["met"] and decoding["note"] == ""
+    for step in ("prefill B=1, T=4096", "prefill B=8, T=4096"):  # 0.9% and 1.0%
         assert got["model: RoPE's share, at most 1%", step]["note"].startswith("by less than")
     assert len(got) == 25

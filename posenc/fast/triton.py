@@ -20,12 +20,12 @@ offset into a KV cache). The kernel takes all of that as it is:
   a call can be captured in a CUDA graph;
 - **or none made at all**: a model that makes its angles once per step
   (:func:`posenc.fast.tables.rope_angles`, as transformers makes its ``cos`` and ``sin``)
-  hands them to every layer, and the kernel reads them where it would make them. Where
-  memory does not bound the time that is what counts: in the stored H100 run (bf16,
-  ``posenc/bench/results/rope_peers_h100.json``), a decoding step ran at 1.64 of ``copy_``'s
-  speed with the angles read and 1.49 with them made, and the smallest prefill case (B=1,
-  T=4,096, D=64) at 1.55 against 1.33; Liger-Kernel, which is handed its ``cos`` and ``sin``
-  the same way, at 1.74 and 1.57;
+  hands them to every layer, and the kernel reads them where it would make them. The
+  kernel makes its own cosines and sines cheaply (below), so that saves no time: in the
+  stored H100 run (bf16, in place, ``posenc/bench/results/rope_peers_h100.json``), a
+  decoding step ran at 1.63 of ``copy_``'s speed with the angles made and 1.60 with them
+  read, and the smallest prefill case (B=1, T=4,096, D=64) at 1.53 against 1.54;
+  Liger-Kernel, which is handed its ``cos`` and ``sin`` the same way, at 1.71 and 1.50;
 - **little host work at all**: once Triton has compiled the kernel for a kind of call,
   posenc hands later calls of that kind to the compiled kernel's launcher itself, with the
   arguments Triton would pass, and skips Triton's own launch path (about 20 µs of Python a
