@@ -34,7 +34,11 @@ offset into a KV cache). The kernel takes all of that as it is:
   before (the same shapes, strides, dtypes, devices and flags, as every layer's call at
   every step of a model is) skips the checks and the assembly of its launch too, and makes
   the launch that one made with its own tensors (``tests/test_triton_launch.py`` checks
-  that the launcher receives what it receives when nothing is remembered);
+  that the launcher receives what it receives when nothing is remembered). What is left is
+  the launcher's own time and the lookup: on the host of the stored H100 run (Triton 3.6),
+  at a decoding step, a remembered in-place ``rope_qk`` took 22 to 29 µs of the host's
+  time, of which the compiled kernel's launcher (Triton's Python wrapper, its C function
+  and the CUDA launch) took 11 and the call's key 7; ``copy_`` of q alone took 11;
 - **training**: the backward is the same kernel turning the other way, through a plain
   ``torch.autograd.Function`` in eager mode and through ops registered with
   ``torch.library`` under ``torch.compile`` (``fullgraph=True``). Under ``torch.func``
