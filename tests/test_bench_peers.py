@@ -413,6 +413,12 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
         f"runs at {lo} to {hi} of Liger's speed in these three cases making its angles, and "
         f"{lo_read} to {hi_read} reading them, above the 0.9 its targets ask"
     )
+    # on the large cases, reading the angles (float32 cos and sin, twice the bytes Liger
+    # reads) puts posenc about 1% behind Liger
+    for c in large:
+        behind = one(c, "posenc half in place, angles")["copy_ratio"]
+        assert 0.985 < behind / pick((c,), "liger")[0]["copy_ratio"] < 0.995, c
+    says("enough to put that form 1% behind Liger's")
     # reading the angles saves no time: in every case, in place, making them is as fast or
     # within 3% of it
     for c in (*small, decode, *large):
