@@ -61,8 +61,8 @@ as a caller's frequencies are; a build that checked the position instead, as the
 does for the frequencies posenc makes from a base (every one at most 1), took 2.29.
 Liger-Kernel took 2.12, and ``copy_`` of the same bytes 3.71. At B=1, T=4,096, D=64: 10.87,
 10.27 and 9.59 µs; Liger 9.06, ``copy_`` 12.52. In the stored H100 run, with the positions
-given, the kernel rotated in place faster than Liger-Kernel on the two large
-cases and at 0.95 to 1.02 of its speed on the three small ones.
+given, the kernel rotated in place faster than Liger-Kernel on the two large cases and at
+0.95 to 1.02 of its speed on the three small ones.
 
 On a CPU the kernel runs only under Triton's interpreter (``TRITON_INTERPRET=1``), which is
 how the tests check it without a GPU; elsewhere the registered op computes the same
