@@ -12,7 +12,8 @@ Run without ``TRITON_INTERPRET`` set: Triton reads it once, when it is imported.
 
 The same stand-in checks remembered calls (``check_a_remembered_call_launches_as_its_checks_
 would``, with CPU tensors taken through the GPU's launch path): a call after one alike hands
-the launcher what it hands it when nothing is remembered.
+the launcher what it hands it when nothing is remembered. And every build is compiled, with
+any Triton from 3.0 (``check_every_build_compiles``), whichever way posenc launches it there.
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from functools import partial
 
 import torch
+import triton
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_remembered_calls import ANGLES as ANGLES_CALL
 from test_remembered_calls import CALLS, CHANGES, ENTRIES, _arguments, misaligned
 from test_remembered_calls import MODEL as MODEL_CALL
-from triton import knobs
 from triton.backends.compiler import GPUTarget
 from triton.runtime.driver import driver
 
@@ -36,12 +38,14 @@ from posenc.fast.tables import Angles
 from posenc.rope import rope_inv_freq
 
 LAUNCHES: list[tuple] = []
+BUILDS: list = []  # the metadata of each kernel Triton compiled
 STREAM = 1234
+_TRITON = tuple(int(part) for part in triton.__version__.split(".")[:2])
 
 
 class Launcher:
     def __init__(self, src, metadata):
-        pass
+        BUILDS.append(metadata)
 
     def __call__(self, *args):
         LAUNCHES.append(args)
@@ -52,8 +56,10 @@ class Utils:
         return {"max_shared_mem": 232448, "multiprocessor_count": 132, "max_num_regs": 65536}
 
     def load_binary(self, name, kernel, shared, device):
-        # module, function, registers, spills, most threads; the function names the cubin
-        return name, hashlib.sha256(kernel).hexdigest(), 32, 0, 1024
+        # module, function, registers, spills, most threads (from Triton 3.4); the function
+        # names the cubin
+        loaded = (name, hashlib.sha256(kernel).hexdigest(), 32, 0, 1024)
+        return loaded if _TRITON >= (3, 4) else loaded[:4]
 
 
 class FakeCuda:
@@ -93,6 +99,8 @@ def listen(on: bool) -> None:
     """Set a launch hook (a profiler's stand-in) or take it away again: Triton 3.4 keeps one
     hook, later versions a chain of them. The stand-in launcher never calls it: what counts
     is that the launcher is handed it, with the metadata, as Triton hands it."""
+    from triton import knobs  # from Triton 3.4, as the direct launch
+
     runtime = knobs.runtime
     if hasattr(runtime.launch_enter_hook, "add"):
         (runtime.launch_enter_hook.add if on else runtime.launch_enter_hook.remove)(profiler)
@@ -297,6 +305,95 @@ def check_a_remembered_call_launches_as_its_checks_would(first, change, shifts, 
         tr._plan_key = plan_key
         listen(False)
     assert remembered == alone, (remembered, alone)
+
+
+def series_constants() -> dict[str, float]:
+    """The float64 numbers the kernel's own cosines and sines are made of (see
+    ``cos_sin_of_float32`` in ``posenc/fast/_rope_kernel.py``), from their definitions: 2/pi,
+    pi/2 in three parts (each the float64 nearest what the parts before it leave), and
+    1/n! for n from 2 to 17."""
+    from fractions import Fraction
+    from math import factorial
+
+    import mpmath
+
+    mpmath.mp.prec = 300
+    found = {"2/pi": float(2 / mpmath.pi)}
+    left = mpmath.pi / 2
+    for i in (1, 2, 3):
+        found[f"pi/2, part {i}"] = part = float(left)
+        left -= part
+    for n in range(2, 18):
+        found[f"1/{n}!"] = float(Fraction(1, factorial(n)))  # rounded to nearest
+    return found
+
+
+def ptx_lacks(metadata, constants: dict[str, float]) -> list[str]:
+    """The names of ``constants`` that the PTX Triton made for a build has neither as they
+    are nor negated (a negation can move into the instruction that uses one)."""
+    import struct
+
+    from triton.runtime.cache import get_cache_manager
+
+    path = get_cache_manager(metadata.hash).get_file(f"{metadata.name}.ptx")
+    with open(path) as file:
+        ptx = file.read()
+
+    def spelled(value):
+        return "0d" + struct.pack(">d", value).hex().upper()
+
+    return [n for n, v in constants.items() if spelled(v) not in ptx and spelled(-v) not in ptx]
+
+
+def _forward_and_backward(x, positions, layout):
+    from posenc import fast
+
+    fast.apply_rope(x, positions, layout=layout).sum().backward()
+
+
+def check_every_build_compiles() -> dict:
+    """Each kind of call a GPU gets, through posenc's public functions, compiled for the H100
+    target by this Triton (from 3.0; before 3.4 posenc keeps Triton's own launch): every
+    dtype, both layouts, D of 64 and 128; positions ``[B, 1, T]`` rotated in place, an
+    offset past 32 bits out of place, angles made beforehand, a caller's frequencies, and
+    the backward pass. Each call makes its one launch (two with the backward); and each
+    build that makes float32 angles' cosines and sines itself carries every float64 number
+    they are made of, bit for bit, in its PTX (a Triton that makes a float literal float32
+    first would drop 29 of their bits)."""
+    from posenc import fast
+
+    on_the_gpu_s_path()
+    constants = series_constants()
+    calls = own_cos_sin = 0
+    for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
+        angle = torch.float64 if dtype == torch.float64 else torch.float32
+        for layout in ("half", "interleaved"):
+            for dim in (64, 128):
+                q = tensor((2, 3, 32, dim), dtype, 0, transpose=True)  # [B, H, T, D] views
+                k = tensor((2, 3, 8, dim), dtype, 0, transpose=True)
+                positions = torch.arange(3).expand(2, 3).contiguous()[:, None]  # [B, 1, T]
+                freqs = torch.rand(dim // 2, dtype=angle)
+                made = fast.rope_angles(positions, dim, dtype=angle)
+                x = torch.randn(2, 4, 3, dim, dtype=dtype, requires_grad=True)
+                for run, launches, makes_cos_sin in (
+                    (partial(fast.rope_qk, q, k, positions, layout=layout, inplace=True), 1, True),
+                    (partial(fast.rope_qk, q, k, None, layout=layout, offset=2**33), 1, True),
+                    (partial(fast.rope_qk, q, k, made, layout=layout), 1, False),
+                    (partial(fast.apply_rope, q, positions, inv_freq=freqs, layout=layout), 1,
+                     True),
+                    (partial(_forward_and_backward, x, positions, layout), 2, True),
+                ):  # fmt: skip
+                    before, built = len(LAUNCHES), len(BUILDS)
+                    run()
+                    assert len(LAUNCHES) - before == launches, (dtype, layout, dim, launches)
+                    if makes_cos_sin and dtype != torch.float64:  # float64: libdevice's
+                        for metadata in BUILDS[built:]:
+                            lacks = ptx_lacks(metadata, constants)
+                            assert not lacks, (dtype, layout, dim, lacks)
+                            own_cos_sin += 1
+                    calls += 1
+    return {"calls": calls, "builds": len(BUILDS), "launches": len(LAUNCHES),
+            "own_cos_sin": own_cos_sin}  # fmt: skip
 
 
 if __name__ == "__main__":

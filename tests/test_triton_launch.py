@@ -126,6 +126,31 @@ def _fake_gpu(script: str, *args: str) -> str:
     return done.stdout.splitlines()[-1]
 
 
+def test_every_build_compiles_for_a_gpu():
+    """Every dtype, both layouts, D of 64 and 128, positions in place, a 64-bit offset, angles
+    made beforehand, a caller's frequencies and the backward pass: each compiled for an H100
+    by the installed Triton and launched once per pass, whichever way posenc launches with
+    that version; and every build that makes float32 angles' cosines and sines itself has
+    the float64 numbers they are made of (2/pi, pi/2 in three parts, 1/n!) bit for bit in
+    its PTX. ``tools/triton_versions.py`` runs this under each Triton from 3.0."""
+    pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend compiles it")
+    found = json.loads(_fake_gpu(_BUILDS))
+    # 4 dtypes x 2 layouts x 2 dims x 5 calls, the backward's two passes two launches
+    assert (found["calls"], found["launches"]) == (80, 96)
+    assert found["builds"] >= 16  # at least one per dtype, layout and dim
+    # bf16, fp16, fp32 x 2 layouts x 2 dims x (positions, offset, frequencies, both passes)
+    assert found["own_cos_sin"] == 60
+
+
+_BUILDS = """
+import json
+import fake_gpu_launch as f
+
+f.driver.set_active(f.FakeCuda())
+print(json.dumps(f.check_every_build_compiles()))
+"""
+
+
 def _launch_path_checked():
     pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend compiles it")
     import triton
