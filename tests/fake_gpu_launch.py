@@ -63,10 +63,14 @@ class Utils:
 
 
 class FakeCuda:
-    """Just what Triton's launch path asks of its driver."""
+    """Just what Triton's launch path asks of its driver; the GPU an H100 unless ``target``
+    says otherwise (``GPUTarget("hip", "gfx942", 64)``: an AMD MI300)."""
 
     launcher_cls = Launcher
     utils = Utils()
+
+    def __init__(self, target=None):
+        self.target = GPUTarget("cuda", 90, 32) if target is None else target
 
     def get_current_device(self):
         return 0
@@ -75,7 +79,7 @@ class FakeCuda:
         return STREAM
 
     def get_current_target(self):
-        return GPUTarget("cuda", 90, 32)
+        return self.target
 
     def is_active(self):
         return True
@@ -311,7 +315,7 @@ def series_constants() -> dict[str, float]:
     """The float64 numbers the kernel's own cosines and sines are made of (see
     ``cos_sin_of_float32`` in ``posenc/fast/_rope_kernel.py``), from their definitions: 2/pi,
     pi/2 in three parts (each the float64 nearest what the parts before it leave), and
-    1/n! for n from 2 to 17."""
+    1/n! for n from 3 to 17 (1/2! is 0.5 in every format)."""
     from fractions import Fraction
     from math import factorial
 
@@ -323,26 +327,35 @@ def series_constants() -> dict[str, float]:
     for i in (1, 2, 3):
         found[f"pi/2, part {i}"] = part = float(left)
         left -= part
-    for n in range(2, 18):
+    for n in range(3, 18):
         found[f"1/{n}!"] = float(Fraction(1, factorial(n)))  # rounded to nearest
     return found
 
 
-def ptx_lacks(metadata, constants: dict[str, float]) -> list[str]:
-    """The names of ``constants`` that the PTX Triton made for a build has neither as they
-    are nor negated (a negation can move into the instruction that uses one)."""
+def ir_lacks(metadata, constants: dict[str, float]) -> list[str]:
+    """The names of ``constants`` that the Triton IR of a build (``.ttir``: what the kernel's
+    source became, before any library is linked in, whose own constants could stand in for
+    the kernel's) holds neither as they are nor negated, among its float64 constants and its
+    64-bit integer ones read as float64 bits (the kernel makes its constants from their
+    bits)."""
+    import re
     import struct
 
     from triton.runtime.cache import get_cache_manager
 
-    path = get_cache_manager(metadata.hash).get_file(f"{metadata.name}.ptx")
-    with open(path) as file:
-        ptx = file.read()
-
-    def spelled(value):
-        return "0d" + struct.pack(">d", value).hex().upper()
-
-    return [n for n, v in constants.items() if spelled(v) not in ptx and spelled(-v) not in ptx]
+    with open(get_cache_manager(metadata.hash).get_file(f"{metadata.name}.ttir")) as file:
+        ir = file.read()
+    held = set()
+    for bits in re.findall(r"arith\.constant (-?\d+) : i64", ir):
+        held.add(struct.unpack("<d", struct.pack("<q", int(bits)))[0])
+    for value in re.findall(
+        r"arith\.constant (?:dense<)?([^\s>]+)>? : (?:tensor<\w*xf64>|f64)", ir
+    ):
+        if value.startswith("0x"):  # not written exactly in decimal: its bits
+            held.add(struct.unpack("<d", struct.pack("<Q", int(value, 16)))[0])
+        else:
+            held.add(float(value))
+    return [n for n, v in constants.items() if v not in held and -v not in held]
 
 
 def _forward_and_backward(x, positions, layout):
@@ -352,14 +365,15 @@ def _forward_and_backward(x, positions, layout):
 
 
 def check_every_build_compiles() -> dict:
-    """Each kind of call a GPU gets, through posenc's public functions, compiled for the H100
-    target by this Triton (from 3.0; before 3.4 posenc keeps Triton's own launch): every
+    """Each kind of call a GPU gets, through posenc's public functions, compiled for a GPU
+    by this Triton (from 3.0; before 3.4 posenc keeps Triton's own launch): every
     dtype, both layouts, D of 64 and 128; positions ``[B, 1, T]`` rotated in place, an
     offset past 32 bits out of place, angles made beforehand, a caller's frequencies, and
     the backward pass. Each call makes its one launch (two with the backward); and each
     build that makes float32 angles' cosines and sines itself carries every float64 number
-    they are made of, bit for bit, in its PTX (a Triton that makes a float literal float32
-    first would drop 29 of their bits)."""
+    they are made of, bit for bit, in the Triton IR it compiles (a Triton that makes a float
+    literal float32 first would drop 29 of their bits). The GPU is the stand-in driver's
+    target."""
     from posenc import fast
 
     on_the_gpu_s_path()
@@ -388,7 +402,7 @@ def check_every_build_compiles() -> dict:
                     assert len(LAUNCHES) - before == launches, (dtype, layout, dim, launches)
                     if makes_cos_sin and dtype != torch.float64:  # float64: libdevice's
                         for metadata in BUILDS[built:]:
-                            lacks = ptx_lacks(metadata, constants)
+                            lacks = ir_lacks(metadata, constants)
                             assert not lacks, (dtype, layout, dim, lacks)
                             own_cos_sin += 1
                     calls += 1

@@ -126,15 +126,27 @@ def _fake_gpu(script: str, *args: str) -> str:
     return done.stdout.splitlines()[-1]
 
 
-def test_every_build_compiles_for_a_gpu():
+@pytest.mark.parametrize(
+    ("backend", "target"), [("nvidia", "cuda 90 32"), ("amd", "hip gfx942 64")]
+)
+def test_every_build_compiles_for_a_gpu(backend, target):
     """Every dtype, both layouts, D of 64 and 128, positions in place, a 64-bit offset, angles
-    made beforehand, a caller's frequencies and the backward pass: each compiled for an H100
-    by the installed Triton and launched once per pass, whichever way posenc launches with
-    that version; and every build that makes float32 angles' cosines and sines itself has
-    the float64 numbers they are made of (2/pi, pi/2 in three parts, 1/n!) bit for bit in
-    its PTX. ``tools/triton_versions.py`` runs this under each Triton from 3.0."""
-    pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend compiles it")
-    found = json.loads(_fake_gpu(_BUILDS))
+    made beforehand, a caller's frequencies and the backward pass: each compiled by the
+    installed Triton for an H100 (and for an AMD MI300, where Triton's own launch serves
+    every call) and launched once per pass, whichever way posenc launches with that
+    version; and every build that makes float32 angles' cosines and sines itself has the
+    float64 numbers they are made of (2/pi, pi/2 in three parts, 1/n!) bit for bit in its
+    code (the PTX; for AMD, the LLVM IR). ``tools/triton_versions.py`` runs this under each
+    Triton from 3.0."""
+    compiler = pytest.importorskip(
+        f"triton.backends.{backend}.compiler", reason=f"Triton's {backend} backend"
+    )
+    if backend == "amd" and hasattr(compiler.HIPBackend, "path_to_rocm_lld"):
+        try:  # before Triton 3.5 an AMD build needs ROCm's linker, installed apart
+            compiler.HIPBackend.path_to_rocm_lld()
+        except Exception as err:  # Triton raises a plain Exception
+            pytest.skip(str(err))
+    found = json.loads(_fake_gpu(_BUILDS, *target.split()))
     # 4 dtypes x 2 layouts x 2 dims x 5 calls, the backward's two passes two launches
     assert (found["calls"], found["launches"]) == (80, 96)
     assert found["builds"] >= 16  # at least one per dtype, layout and dim
@@ -143,10 +155,12 @@ def test_every_build_compiles_for_a_gpu():
 
 
 _BUILDS = """
-import json
+import json, sys
 import fake_gpu_launch as f
+from triton.backends.compiler import GPUTarget
 
-f.driver.set_active(f.FakeCuda())
+backend, arch, warp = sys.argv[1:]
+f.driver.set_active(f.FakeCuda(GPUTarget(backend, int(arch) if arch.isdigit() else arch, int(warp))))
 print(json.dumps(f.check_every_build_compiles()))
 """
 

@@ -67,9 +67,9 @@ given, the kernel rotated in place faster than Liger-Kernel on the two large cas
 On a CPU the kernel runs only under Triton's interpreter (``TRITON_INTERPRET=1``), which is
 how the tests check it without a GPU; elsewhere the registered op computes the same
 arithmetic with torch. Without a GPU the tests also have Triton compile every build for an
-H100, behind a stand-in driver, and find the float64 numbers of the cosines and sines bit for
-bit in the PTX it makes; ``python -m tools.triton_versions`` runs those tests under each
-Triton release from 3.0, the oldest posenc accepts.
+H100 and for an AMD MI300, behind a stand-in driver, and find the float64 numbers of the
+cosines and sines bit for bit in the Triton IR compiled; ``python -m tools.triton_versions``
+runs those tests under each Triton release from 3.0, the oldest posenc accepts.
 
 Shapes: ``B`` batch, ``H`` heads, ``T`` positions, ``D`` features, ``D/2`` pairs.
 """
