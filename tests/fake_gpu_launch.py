@@ -353,7 +353,7 @@ def ir_lacks(metadata, constants: dict[str, float]) -> list[str]:
     ):
         if value.startswith("0x"):  # not written exactly in decimal: its bits
             held.add(struct.unpack("<d", struct.pack("<Q", int(value, 16)))[0])
-        else:
+        elif not value.startswith("["):  # (a list of values is left out: reported lacking)
             held.add(float(value))
     return [n for n, v in constants.items() if v not in held and -v not in held]
 

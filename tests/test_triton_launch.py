@@ -135,9 +135,9 @@ def test_every_build_compiles_for_a_gpu(backend, target):
     installed Triton for an H100 (and for an AMD MI300, where Triton's own launch serves
     every call) and launched once per pass, whichever way posenc launches with that
     version; and every build that makes float32 angles' cosines and sines itself has the
-    float64 numbers they are made of (2/pi, pi/2 in three parts, 1/n!) bit for bit in its
-    code (the PTX; for AMD, the LLVM IR). ``tools/triton_versions.py`` runs this under each
-    Triton from 3.0."""
+    float64 numbers they are made of (2/pi, pi/2 in three parts, 1/n!) bit for bit in the
+    Triton IR it compiles. ``tools/triton_versions.py`` runs this under each Triton from
+    3.0."""
     compiler = pytest.importorskip(
         f"triton.backends.{backend}.compiler", reason=f"Triton's {backend} backend"
     )

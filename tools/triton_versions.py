@@ -7,19 +7,20 @@ Each Triton is installed from PyPI into a folder of its own (``--into``, by defa
 ``~/.cache/posenc/triton``; about 0.5 to 0.9 GB each), put first on the path, and given the
 tests that need no GPU:
 
-- ``tests/test_triton_launch.py``: every build compiled for an H100 target (sm_90, down to a
-  cubin by that Triton's own ptxas) behind a stand-in driver, one launch per call; and, for
-  the versions whose launch posenc repeats (:data:`posenc.fast.triton._LAUNCHER_VERSIONS`),
-  posenc's direct launch against Triton's own;
+- ``tests/test_triton_launch.py``: every build compiled behind a stand-in driver for an H100
+  (sm_90, down to a cubin by that Triton's own ptxas) and for an AMD MI300 (from Triton 3.5,
+  or with ROCm's linker installed), one launch per call, the float64 constants of the
+  kernel's cosines and sines found bit for bit in the Triton IR; and, for the versions whose
+  launch posenc repeats (:data:`posenc.fast.triton._LAUNCHER_VERSIONS`), posenc's direct
+  launch against Triton's own;
 - with ``--kernel``, also the kernel's arithmetic under that Triton's interpreter
   (``tests/test_triton_kernel.py`` and ``tests/test_remembered_calls.py``; a few minutes each),
   from Triton 3.2 on: with torch 2.13 and NumPy 2.4, the interpreters of 3.0 and 3.1 leave
   a kernel's output as it was (even a kernel of one ``tl.store``), so the tests would only
   find that.
 
-It prints one line per version and exits non-zero if any failed. Which GPU code a Triton makes
-is its own business: a GPU run of ``pytest -k on_a_gpu`` is still the only check of the
-numbers there.
+It prints one line per version and exits non-zero if any failed. What a GPU computes is
+checked on a GPU only (``pytest -k on_a_gpu``).
 """
 
 from __future__ import annotations
