@@ -13,6 +13,8 @@ tests that need no GPU:
   kernel's cosines and sines found bit for bit in the Triton IR; and, for the versions whose
   launch posenc repeats (:data:`posenc.fast.triton._LAUNCHER_VERSIONS`), posenc's direct
   launch against Triton's own;
+- ``tests/test_host_time.py``, for those versions too: Triton's own launcher, built against
+  a stand-in libcuda (``tools/host_time.py``), hands the driver one launch per call;
 - with ``--kernel``, also the kernel's arithmetic under that Triton's interpreter
   (``tests/test_triton_kernel.py`` and ``tests/test_remembered_calls.py``; a few minutes each),
   from Triton 3.2 on: with torch 2.13 and NumPy 2.4, the interpreters of 3.0 and 3.1 leave
@@ -36,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST = (3, 0)  # the floor pyproject.toml declares
-LAUNCH_TESTS = ("tests/test_triton_launch.py",)
+LAUNCH_TESTS = ("tests/test_triton_launch.py", "tests/test_host_time.py")
 KERNEL_TESTS = ("tests/test_triton_kernel.py", "tests/test_remembered_calls.py")
 INTERPRETED_FROM = (3, 2)  # the first release whose interpreter writes its output here
 
