@@ -103,10 +103,11 @@ def build_stand_in(folder: Path) -> Path:
     return folder
 
 
-def _use_stand_in_driver() -> None:
+def use_stand_in_driver(record: list | None = None) -> None:
     """Triton's driver for this process: an H100 behind the stand-in libcuda, with Triton's
     own launcher and launcher module, and a loaded kernel's handles made up (nothing is
-    loaded); posenc takes CPU tensors as a GPU's."""
+    loaded); posenc takes CPU tensors as a GPU's. With ``record``, each call of a launcher's
+    C function is appended to it, its arguments as given."""
     sys.path.insert(0, str(ROOT / "tests"))
     import fake_gpu_launch as fake
     from triton.backends.nvidia.driver import CudaLauncher, CudaUtils
@@ -120,18 +121,45 @@ def _use_stand_in_driver() -> None:
         def __getattr__(self, name):
             return getattr(real, name)
 
+    class Recording(CudaLauncher):
+        def __init__(self, src, metadata):
+            super().__init__(src, metadata)
+            launch = self.launch
+
+            def recorded(*args):
+                record.append(args)
+                return launch(*args)
+
+            self.launch = recorded
+
     class Driver(fake.FakeCuda):
-        launcher_cls = CudaLauncher
+        launcher_cls = CudaLauncher if record is None else Recording
         utils = Utils()
 
     fake.driver.set_active(Driver())
     fake.on_the_gpu_s_path()
 
 
+def stand_in_env(folder: str) -> dict[str, str]:
+    """This process's environment with the stand-in driver in ``folder`` found first, and
+    Triton's cache in it too (what Triton builds there is linked to the stand-in)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    library_path = [folder, *filter(None, [env.get("LD_LIBRARY_PATH")])]
+    env.update(
+        {
+            _MARK: folder,
+            "TRITON_LIBCUDA_PATH": folder,
+            "LD_LIBRARY_PATH": os.pathsep.join(library_path),
+            "TRITON_CACHE_DIR": str(Path(folder) / "triton"),
+        }
+    )
+    return env
+
+
 def measure(number: int, rounds: int) -> dict:
     """Microseconds per call (the best round) of a remembered ``rope_qk`` at decoding size,
-    in place and out of place, and of Triton's launcher alone for the same launch; and the
-    launches the stand-in received against the calls made."""
+    in place and out of place, and of Triton's launcher as Triton calls it, for the same
+    launch; and the launches the stand-in received against the calls made."""
     import torch
     import triton
 
@@ -139,7 +167,7 @@ def measure(number: int, rounds: int) -> dict:
     from posenc.fast import kernels
     from posenc.fast import triton as tr
 
-    _use_stand_in_driver()
+    use_stand_in_driver()
     batch, heads_q, heads_k, dim = 64, 32, 8, 128
 
     def view(heads):  # [B, H, 1, D], a view of the projection's [B, 1, H, D]
@@ -172,7 +200,7 @@ def measure(number: int, rounds: int) -> dict:
             None, *arguments,
         )  # fmt: skip
 
-    calls["Triton's launcher alone"] = launcher
+    calls["Triton's launcher, as Triton calls it"] = launcher
     counter = ctypes.c_long.in_dll(ctypes.CDLL("libcuda.so.1"), "launches")
     before, made = counter.value, 0
     found = {}
@@ -198,16 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if _MARK not in os.environ:  # the stand-in must be found when the process starts
         with tempfile.TemporaryDirectory() as folder:
             build_stand_in(Path(folder))
-            env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-            library_path = [folder, *filter(None, [env.get("LD_LIBRARY_PATH")])]
-            env.update(
-                {
-                    _MARK: folder,
-                    "TRITON_LIBCUDA_PATH": folder,
-                    "LD_LIBRARY_PATH": os.pathsep.join(library_path),
-                    "TRITON_CACHE_DIR": str(Path(folder) / "triton"),
-                }
-            )
+            env = stand_in_env(folder)
             command = [sys.executable, "-m", "tools.host_time", *(argv or sys.argv[1:])]
             return subprocess.run(command, cwd=ROOT, env=env).returncode
     result = measure(args.number, args.rounds)
@@ -216,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(driver calls return at once); µs per call on this CPU, the driver's work left out:"
     )
     for name, us in result["us"].items():
-        print(f"  {name:28s} {us:6.2f} µs")
+        print(f"  {name:38s} {us:6.2f} µs")
     print(f"  launches the driver received: {result['launches']} for {result['calls']} calls")
     print(json.dumps(result))
     return 0 if result["launches"] == result["calls"] else 1

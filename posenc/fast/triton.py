@@ -356,11 +356,20 @@ def _run_compiled(index: int, grid: int, args: tuple, consts: tuple, interleaved
 def _fire(compiled, index: int, grid: int, everything: tuple) -> None:
     """Launch ``compiled`` on GPU ``index`` (the current device) by its own launcher, as
     Triton launches it: on the current stream, with the launch hooks Triton keeps, and
-    ``everything`` as Triton passes it, every parameter in order."""
+    ``everything`` as Triton passes it, every parameter in order. Without hooks, the
+    launcher's C function is called directly where :func:`_c_launch` allows."""
     hooks, driver = _launch_state()
     stream = driver.active.get_current_stream(index)
     enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
     if _idle(enter) and _idle(leave):  # no hook to call (a profiler adds some): no metadata
+        launch = _C_LAUNCHES.get(compiled, _UNSEEN)
+        if launch is _UNSEEN:
+            if len(_C_LAUNCHES) >= 4096:
+                _C_LAUNCHES.clear()
+            launch = _C_LAUNCHES[compiled] = _c_launch(compiled)
+        if launch is not None:
+            launch(grid, stream, everything)
+            return
         enter = leave = metadata = None
     else:
         metadata = compiled.launch_metadata((grid,), stream, *everything)
@@ -368,6 +377,70 @@ def _fire(compiled, index: int, grid: int, everything: tuple) -> None:
         grid, 1, 1, stream, compiled.function, compiled.packed_metadata, metadata,
         enter, leave, *everything,
     )  # fmt: skip
+
+
+_C_LAUNCHES: dict = {}
+""":func:`_c_launch` of each compiled kernel launched directly."""
+_UNSEEN = object()
+
+
+def _c_launch(compiled) -> Callable | None:
+    """``launch(grid, stream, everything)``: a launch of ``compiled`` without hooks, by the C
+    function of Triton's launcher called as its Python ``__call__`` calls it, or None where
+    that Python does more than pass arguments on (memory for scratch space, a sanitizer) or
+    is not Triton's NVIDIA launcher.
+
+    The ``__call__`` of Triton's launcher spends a microsecond of Python (a few on a GPU
+    machine's host) finding that this kernel needs no scratch memory, the same answer at
+    every call. Its C function is called three ways: Triton 3.4 passes one scratch pointer,
+    then the kernel's metadata, the launch metadata, the two hooks and the kernel's
+    arguments; 3.5 and 3.6 two scratch pointers, then the same; from 3.7 the metadata and
+    hooks come first, the arguments last as one tuple, after their annotations and
+    signature. ``tests/test_host_time.py`` checks, under each, that the C function receives
+    exactly what Triton's ``__call__`` gives it."""
+    from triton.backends.nvidia.driver import CudaLauncher
+
+    run = compiled.run
+    if (
+        not isinstance(run, CudaLauncher)
+        or run.global_scratch_size > 0
+        or getattr(run, "profile_scratch_size", 0) > 0  # from Triton 3.5
+        or getattr(run, "gsan_enabled", False)  # from Triton 3.8
+    ):
+        return None
+    function, kernel = compiled.function, compiled.packed_metadata
+    coop, pdl = run.launch_cooperative_grid, run.launch_pdl
+    version = _triton_release()
+    if version == (3, 4):
+
+        def launch(grid, stream, everything):
+            run.launch(grid, 1, 1, stream, function, coop, pdl, None,
+                       kernel, None, None, None, *everything)  # fmt: skip
+
+    elif version in ((3, 5), (3, 6)):
+
+        def launch(grid, stream, everything):
+            run.launch(grid, 1, 1, stream, function, coop, pdl, None, None,
+                       kernel, None, None, None, *everything)  # fmt: skip
+
+    elif (3, 7) <= version <= _LAUNCHER_VERSIONS[1]:
+        notes, signature = run.arg_annotations, run.kernel_signature
+
+        def launch(grid, stream, everything):
+            run.launch(grid, 1, 1, stream, function, coop, pdl, kernel, None, None, None,
+                       None, None, notes, signature, everything)  # fmt: skip
+
+    else:  # a launch posenc does not repeat: Triton's own
+        return None
+    return launch
+
+
+def _triton_release() -> tuple[int, int]:
+    """The installed Triton's ``(major, minor)``."""
+    import triton
+
+    major, minor = triton.__version__.split(".")[:2]
+    return int(major), int(minor)
 
 
 def _idle(hook) -> bool:
@@ -394,13 +467,11 @@ def _launcher_known(compiled) -> bool:
     """Whether ``compiled``, what Triton's launch returned, can be launched directly: a
     kernel compiled for an NVIDIA GPU by a Triton whose launch posenc repeats (for AMD GPUs
     Triton also compiles apart tensors under and over 2 GB, which posenc's key leaves out)."""
-    import triton
     from triton.compiler import CompiledKernel
 
-    major, minor = (int(part) for part in triton.__version__.split(".")[:2])
     first, last = _LAUNCHER_VERSIONS
     return (
-        first <= (major, minor) <= last
+        first <= _triton_release() <= last
         and isinstance(compiled, CompiledKernel)
         and compiled.metadata.target.backend == "cuda"
     )
