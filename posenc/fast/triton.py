@@ -38,7 +38,11 @@ offset into a KV cache). The kernel takes all of that as it is:
   the launcher's own time and the lookup: on the host of the stored H100 run (Triton 3.6),
   at a decoding step, a remembered in-place ``rope_qk`` took 22 to 29 µs of the host's
   time, of which the compiled kernel's launcher (Triton's Python wrapper, its C function
-  and the CUDA launch) took 11 and the call's key 7; ``copy_`` of q alone took 11;
+  and the CUDA launch) took 11 and the call's key 7; ``copy_`` of q alone took 11. Since
+  then posenc calls the launcher's C function itself where the wrapper only passes the
+  arguments on (``_c_launch``), which takes 15% off a call's host time on a CPU
+  (``python -m tools.host_time``: from 6.5 to 5.5 µs on a 2-core cloud CPU, the driver's own
+  work left out); no GPU has measured it yet;
 - **training**: the backward is the same kernel turning the other way, through a plain
   ``torch.autograd.Function`` in eager mode and through ops registered with
   ``torch.library`` under ``torch.compile`` (``fullgraph=True``). Under ``torch.func``
