@@ -1079,8 +1079,9 @@ def test_on_a_gpu_in_place_on_one_buffer(layout, monkeypatch):
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_on_a_gpu_a_direct_launch_gives_triton_launchs_numbers(layout, monkeypatch):
     """After Triton's own launch of a kind of call, posenc launches the compiled kernel
-    itself (Triton 3.4 to 3.9): the same numbers, for new tensors, a new offset, positions
-    and a pointer off 16 bytes (a kind of its own, through Triton's launch again)."""
+    itself (Triton 3.4 to 3.9, by the C function of its launcher): the same numbers, for new
+    tensors, a new offset, positions and a pointer off 16 bytes (a kind of its own, through
+    Triton's launch again)."""
     import triton
 
     monkeypatch.delenv("TRITON_INTERPRET")
@@ -1105,6 +1106,7 @@ def test_on_a_gpu_a_direct_launch_gives_triton_launchs_numbers(layout, monkeypat
             assert all(torch.equal(a.cpu(), b) for a, b in zip(again, want, strict=True))
     # kinds: with positions or not, times a 32-bit offset, a 64-bit one, a pointer off 16 bytes
     assert len(tr._COMPILED) == (6 if first <= (major, minor) <= last else 0)
+    assert all(tr._C_LAUNCHES.get(c) is not None for c in tr._COMPILED.values())
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
