@@ -18,7 +18,8 @@ driver included, four times what this tool measures on a 2-core cloud CPU.
 
 It prints each time (the best of ``--rounds`` rounds of ``--number`` calls), then, as a last
 line, the same as JSON with the launches the stand-in driver received (one per call).
-Needs Triton 3.4 or later (whose launch posenc repeats), its NVIDIA backend, and a C compiler.
+Needs Triton 3.4 or later (whose launch posenc repeats), its NVIDIA backend, a C compiler,
+and the test extra (the stand-in driver is that of ``tests/fake_gpu_launch.py``).
 """
 
 from __future__ import annotations
