@@ -152,3 +152,9 @@ def test_counts_below_one_are_refused(argv, capsys):
     with pytest.raises(SystemExit):
         host_time.main(argv)
     assert "must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs Triton")
+def test_without_the_nvidia_backend_triton_launches_itself(monkeypatch):
+    monkeypatch.setitem(sys.modules, "triton.backends.nvidia.driver", None)  # import fails
+    assert tr._c_launch(object()) is None
