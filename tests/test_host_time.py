@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -22,19 +20,12 @@ from tools import host_time
 def _triton_launch_repeated() -> bool:
     if importlib.util.find_spec("triton") is None or tr._OPS is None:
         return False
-    import triton
-
     first, last = tr._LAUNCHER_VERSIONS
-    return first <= tuple(int(p) for p in triton.__version__.split(".")[:2]) <= last
-
-
-def _compiler() -> bool:
-    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
-    return shutil.which(cc) is not None
+    return first <= tr._triton_release() <= last
 
 
 needs_stand_in = pytest.mark.skipif(
-    not _triton_launch_repeated() or not _compiler(),
+    not _triton_launch_repeated() or host_time.compiler() is None,
     reason="needs a Triton whose launch posenc repeats, and a C compiler",
 )
 

@@ -31,13 +31,7 @@ def test_a_direct_launch_is_the_launch_triton_makes():
     a launch hook set, as a profiler sets one, the hooks and the launch metadata too, and
     without, no hook to call).
     In a process of its own: Triton reads ``TRITON_INTERPRET`` once, when it is imported."""
-    pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend compiles it")
-    import triton
-
-    major, minor = (int(p) for p in triton.__version__.split(".")[:2])
-    first, last = tr._LAUNCHER_VERSIONS
-    if not first <= (major, minor) <= last:
-        pytest.skip(f"Triton {triton.__version__}: posenc keeps Triton's own launch there")
+    _launch_path_checked()
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "30"], capture_output=True, text=True, timeout=600, env=env
@@ -67,13 +61,7 @@ def test_offsets_of_every_width_get_the_kernel_triton_chooses():
     launched as Triton launches the second, and two calls of one width (``2**40`` and
     ``2**41``) share the compiled kernel, the second launched directly. (The hypothesis
     draws of ``test_a_direct_launch_is_the_launch_triton_makes`` need not pair them.)"""
-    pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend compiles it")
-    import triton
-
-    major, minor = (int(p) for p in triton.__version__.split(".")[:2])
-    first, last = tr._LAUNCHER_VERSIONS
-    if not first <= (major, minor) <= last:
-        pytest.skip(f"Triton {triton.__version__}: posenc keeps Triton's own launch there")
+    _launch_path_checked()
     pairs = [(2**40, 2**63), (2**63, 2**40), (7, 2**31), (2**40, 2**41)]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     paths = [str(SCRIPT.parent), str(SCRIPT.parent.parent), env.get("PYTHONPATH")]
@@ -169,9 +157,8 @@ def _launch_path_checked():
     pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend compiles it")
     import triton
 
-    major, minor = (int(p) for p in triton.__version__.split(".")[:2])
     first, last = tr._LAUNCHER_VERSIONS
-    if not first <= (major, minor) <= last:
+    if not first <= tr._triton_release() <= last:
         pytest.skip(f"Triton {triton.__version__}: posenc keeps Triton's own launch there")
 
 

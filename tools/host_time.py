@@ -28,6 +28,7 @@ import argparse
 import ctypes
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -77,13 +78,21 @@ STAND_IN = "\n".join(
 )
 
 
+def compiler() -> str | None:
+    """The C compiler that builds the stand-in (``CC``, else Python's own), if installed."""
+    cc = os.environ.get("CC") or (sysconfig.get_config_var("CC") or "cc").split()[0]
+    return shutil.which(cc)
+
+
 def build_stand_in(folder: Path) -> Path:
     """Compile the stand-in driver into ``folder`` as ``libcuda.so.1`` (and ``libcuda.so``,
     which the launcher module links to); returns the folder."""
     folder.mkdir(parents=True, exist_ok=True)
     source = folder / "libcuda.c"
     source.write_text(STAND_IN + "\n")
-    cc = os.environ.get("CC") or sysconfig.get_config_var("CC").split()[0] or "cc"
+    cc = compiler()
+    if cc is None:
+        raise RuntimeError("no C compiler: set CC or install one")
     library = folder / "libcuda.so.1"
     subprocess.run(
         [
@@ -184,7 +193,9 @@ def measure(number: int, rounds: int) -> dict:
     for call in calls.values():  # compiled, then remembered with its direct launch
         for _ in range(3):
             call()
-    key = tr._plan_key(kernels._rope_qk, q, k, positions, 500000.0, None, "half", True, 0)
+    key = tr._plan_key(
+        kernels._rope_qk, q, k, positions, kind["base"], None, kind["layout"], True, 0
+    )
     plan = tr._PLANS.get(key)
     if plan is None or plan.direct is None:
         raise RuntimeError(f"Triton {triton.__version__}: no direct launch remembered")
@@ -228,7 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as folder:
             build_stand_in(Path(folder))
             env = stand_in_env(folder)
-            command = [sys.executable, "-m", "tools.host_time", *(argv or sys.argv[1:])]
+            given = sys.argv[1:] if argv is None else argv
+            command = [sys.executable, "-m", "tools.host_time", *given]
             return subprocess.run(command, cwd=ROOT, env=env).returncode
     result = measure(args.number, args.rounds)
     print(

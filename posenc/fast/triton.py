@@ -396,11 +396,11 @@ def _c_launch(compiled) -> Callable | None:
 
     The ``__call__`` of Triton's launcher spends about a microsecond of Python on a 2-core
     cloud CPU (``python -m tools.host_time``) finding that this kernel needs no scratch
-    memory, the same answer at every call. Its C function is called three ways: Triton 3.4 passes one scratch pointer,
-    then the kernel's metadata, the launch metadata, the two hooks and the kernel's
-    arguments; 3.5 and 3.6 two scratch pointers, then the same; from 3.7 the metadata and
-    hooks come first, the arguments last as one tuple, after their annotations and
-    signature. ``tests/test_host_time.py`` checks that the C function receives exactly what
+    memory, the same answer at every call. Its C function is called three ways: Triton 3.4
+    passes one scratch pointer, then the kernel's metadata, the launch metadata, the two
+    hooks and the kernel's arguments; 3.5 and 3.6 two scratch pointers, then the same; from
+    3.7 the metadata and hooks come first, the arguments last as one tuple, after their
+    annotations and signature. ``tests/test_host_time.py`` checks that the C function receives exactly what
     Triton's ``__call__`` gives it (under each, run by ``tools/triton_versions.py``)."""
     try:
         from triton.backends.nvidia.driver import CudaLauncher
