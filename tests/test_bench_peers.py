@@ -414,11 +414,13 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
         f"{lo_read} to {hi_read} reading them, above the 0.9 its targets ask"
     )
     # on the large cases, reading the angles (float32 cos and sin, twice the bytes Liger
-    # reads) puts posenc about 1% behind Liger
+    # reads) puts posenc about 2% behind its own kernel making them, and still about 1%
+    # ahead of Liger
     for c in large:
-        behind = one(c, "posenc half in place, angles")["copy_ratio"]
-        assert 0.985 < behind / pick((c,), "liger")[0]["copy_ratio"] < 0.995, c
-    says("enough to put that form 1% behind Liger's")
+        read = one(c, "posenc half in place, angles")["copy_ratio"]
+        assert 1.015 < one(c, "posenc half in place")["copy_ratio"] / read < 1.025, c
+        assert 1.005 < read / pick((c,), "liger")[0]["copy_ratio"] < 1.015, c
+    says("that form runs 2% behind the kernel that makes its own, and still 1% ahead of Liger's")
     # reading the angles saves no time: in every case, in place, making them is as fast or
     # within 3% of it
     for c in (*small, decode, *large):
@@ -436,6 +438,8 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
     )
     says(f"$q$ and $k$ hold {mb(64, 1, 128) * 1e6 / 1024:.0f} KB")
     says(f"comes to {lo} to {hi} of its speed in place where the data sit in the L2 cache")
+    lo_own, hi_own = span([r for r in pick(large, "posenc") if own(r["implementation"])])
+    says(f"moves the bytes at {lo_own} to {hi_own} of the copy's speed on the large cases")
     theirs = (pick((c,), "liger")[0]["copy_ratio"] for c in large)
     assert all(
         one(c, "posenc half in place")["copy_ratio"] > t for c, t in zip(large, theirs, strict=True)
@@ -522,8 +526,8 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
         f"and one round's noise there is {step['share_noise']:.1%}"
     )
     noise = step["share_noise"]
-    assert noise < step["share_transformers"] - step["share_posenc"] < 1.25 * noise
-    says("posenc's is the smaller, by about that noise.")
+    assert step["share_transformers"] - step["share_posenc"] > noise
+    says("posenc's is the smaller, by more than that noise.")
     table = peers.table(result, value="max_error")
     assert len(table.rows) == 5 and table.rows[2][0] == "B=8, T=4k, D=128"
     named = [name for name, span_ in table.groups[1:] for _ in range(span_)]  # each library once
@@ -543,7 +547,7 @@ def test_the_share_table_shows_each_step_of_the_model():
     result = peers.stored()
     table = peers.share_table(result)
     assert [row[0] for row in table.rows] == [s["step"] for s in result["model"]]
-    assert table.rows[0][-3:] == ["7.7%", "0.9%", "0.6%"]
+    assert table.rows[0][-3:] == ["7.5%", "0.5%", "0.8%"]
     assert table.groups == [("", 1), ("time (ms)", 3), ("RoPE's share", 2), ("", 1)]
     assert "the median of each round's own share" in table.caption
     assert table.columns[-1] == "noise" and "a second pass without RoPE" in table.caption
@@ -552,7 +556,7 @@ def test_the_share_table_shows_each_step_of_the_model():
         del s["share_noise"]
     older["model"][1]["share_posenc"] = -0.018
     table = peers.share_table(older)
-    assert table.rows[1][-2:] == ["8.3%", "-1.8%"] and len(table.columns) == 6
+    assert table.rows[1][-2:] == ["8.4%", "-1.8%"] and len(table.columns) == 6
     assert table.groups == [("", 1), ("time (ms)", 3), ("RoPE's share", 2)]
     step = result["model"][0]
     for bad in (
@@ -672,34 +676,32 @@ def test_a_cpu_run_of_small_cases_has_no_target_to_check(result):
 
 
 def test_the_stored_gpu_run_against_the_targets():
-    """The stored H100 run passes 21 of its 25 checks. With the positions, it meets Liger's
-    bar in every case; with the angles made beforehand, as Liger is handed its tables, it
-    misses it on the two large cases, by about 1% (the table's own traffic). It misses the
-    host's time per call at decoding (15 µs), where that host took 21 µs for ``copy_`` of
-    the same bytes: in place by a quarter more than that, out of place by three quarters.
+    """The stored H100 run passes 23 of its 25 checks: it meets Liger's bar in every case,
+    with the positions and with the angles made beforehand, as Liger is handed its tables
+    (on the two large cases by about 1%, the table's own traffic taken). It misses the
+    host's time per call at decoding (15 µs), where that host took 22 µs for ``copy_`` of
+    the same bytes: in place by a fifth more than that, out of place by three fifths.
     The model's prefill shares meet their 1%, each by less than one round's noise; at
     decoding posenc's share is below transformers' by more than that noise."""
     result = peers.stored("h100")
     got = _verdicts(result)
     missed = {key for key, c in got.items() if c["met"] is not True}
     assert missed == {
-        ("in place, angles made / Liger's bar", "B=8, T=4k, D=128"),
-        ("in place, angles made / Liger's bar", "B=1, T=32k, D=128"),
         ("host µs per call, in place", _DECODE),
         ("host µs per call, out of place", _DECODE),
     }
     for case in ("B=8, T=4k, D=128", "B=1, T=32k, D=128"):
-        assert got["in place, angles made / Liger's bar", case]["value"] > 0.98
+        assert 1 < got["in place, angles made / Liger's bar", case]["value"] < 1.015
     (copy_host,) = [
         r["host_us"]
         for r in result["rows"]
         if (r["case"], r["memory"], r["dtype"], r["pass"], r["implementation"])
         == (_DECODE, "model view", "bfloat16", "forward", "copy_")
     ]
-    assert 15 < copy_host < got["host µs per call, in place", _DECODE]["value"] < 1.25 * copy_host
-    assert 15 < got["host µs per call, out of place", _DECODE]["value"] < 1.75 * copy_host
+    assert 15 < copy_host < got["host µs per call, in place", _DECODE]["value"] < 1.2 * copy_host
+    assert 15 < got["host µs per call, out of place", _DECODE]["value"] < 1.65 * copy_host
     decoding = got["model: RoPE's share, below transformers'", "decode B=64 after 4095"]
     assert decoding["met"] and decoding["note"] == ""
-    for step in ("prefill B=1, T=4096", "prefill B=8, T=4096"):  # 0.9% and 1.0%
+    for step in ("prefill B=1, T=4096", "prefill B=8, T=4096"):  # 0.5% and 0.6%
         assert got["model: RoPE's share, at most 1%", step]["note"].startswith("by less than")
     assert len(got) == 25

@@ -23,9 +23,9 @@ offset into a KV cache). The kernel takes all of that as it is:
   hands them to every layer, and the kernel reads them where it would make them. The
   kernel makes its own cosines and sines cheaply (below), so that saves no time: in the
   stored H100 run (bf16, in place, ``posenc/bench/results/rope_peers_h100.json``), a
-  decoding step ran at 1.63 of ``copy_``'s speed with the angles made and 1.60 with them
-  read, and the smallest prefill case (B=1, T=4,096, D=64) at 1.53 against 1.54;
-  Liger-Kernel, which is handed its ``cos`` and ``sin`` the same way, at 1.71 and 1.50;
+  decoding step ran at 1.63 of ``copy_``'s speed with the angles made and 1.64 with them
+  read, and the smallest prefill case (B=1, T=4,096, D=64) at 1.51 against 1.54;
+  Liger-Kernel, which is handed its ``cos`` and ``sin`` the same way, at 1.76 and 1.55;
 - **little host work at all**: once Triton has compiled the kernel for a kind of call,
   posenc hands later calls of that kind to the compiled kernel's launcher itself, with the
   arguments Triton would pass, and skips Triton's own launch path (about 20 µs of Python a
@@ -35,14 +35,15 @@ offset into a KV cache). The kernel takes all of that as it is:
   every step of a model is) skips the checks and the assembly of its launch too, and makes
   the launch that one made with its own tensors (``tests/test_triton_launch.py`` checks
   that the launcher receives what it receives when nothing is remembered). What is left is
-  the launcher's own time and the lookup: on the host of the stored H100 run (Triton 3.6),
-  at a decoding step, a remembered in-place ``rope_qk`` took 22 to 29 µs of the host's
-  time, of which the compiled kernel's launcher (Triton's Python wrapper, its C function
-  and the CUDA launch) took 11 and the call's key 7; ``copy_`` of q alone took 11. Since
-  then posenc calls the launcher's C function itself where the wrapper only passes the
-  arguments on (``_c_launch``), which takes 15% off a call's host time on a CPU
-  (``python -m tools.host_time``: from 6.5 to 5.5 µs on a 2-core cloud CPU, the driver's own
-  work left out); no GPU has measured it yet;
+  the launcher's own time and the lookup: on an H100 host (Triton 3.6), at a decoding
+  step, a remembered in-place ``rope_qk`` took 22 to 29 µs of the host's time, of which
+  the compiled kernel's launcher (Triton's Python wrapper, its C function and the CUDA
+  launch) took 11 and the call's key 7; ``copy_`` of q alone took 11. posenc now calls the
+  launcher's C function itself where the wrapper only passes the arguments on
+  (``_c_launch``), which takes 15% off a call's host time on a CPU (``python -m
+  tools.host_time``: from 6.5 to 5.5 µs on a 2-core cloud CPU, the driver's own work left
+  out); on the host of the stored H100 run it showed no gain beyond the spread between
+  runs (26.4 µs in place, 25.1 in the run before it, ``copy_`` of q and k 22);
 - **training**: the backward is the same kernel turning the other way, through a plain
   ``torch.autograd.Function`` in eager mode and through ops registered with
   ``torch.library`` under ``torch.compile`` (``fullgraph=True``). Under ``torch.func``
@@ -66,7 +67,7 @@ does for the frequencies posenc makes from a base (every one at most 1), took 2.
 Liger-Kernel took 2.12, and ``copy_`` of the same bytes 3.71. At B=1, T=4,096, D=64: 10.87,
 10.27 and 9.59 µs; Liger 9.06, ``copy_`` 12.52. In the stored H100 run, with the positions
 given, the kernel rotated in place faster than Liger-Kernel on the two large cases and at
-0.95 to 1.02 of its speed on the three small ones.
+0.93 to 1.02 of its speed on the three small ones.
 
 On a CPU the kernel runs only under Triton's interpreter (``TRITON_INTERPRET=1``), which is
 how the tests check it without a GPU; elsewhere the registered op computes the same
@@ -400,8 +401,11 @@ def _c_launch(compiled) -> Callable | None:
     passes one scratch pointer, then the kernel's metadata, the launch metadata, the two
     hooks and the kernel's arguments; 3.5 and 3.6 two scratch pointers, then the same; from
     3.7 the metadata and hooks come first, the arguments last as one tuple, after their
-    annotations and signature. ``tests/test_host_time.py`` checks that the C function receives exactly what
-    Triton's ``__call__`` gives it (under each, run by ``tools/triton_versions.py``)."""
+    annotations and signature. ``tests/test_host_time.py`` checks that the C function
+    receives exactly what Triton's ``__call__`` gives it (under each, run by
+    ``tools/triton_versions.py``). On an H100 (Triton 3.6) the GPU tests launch through it
+    and get Triton's numbers bit for bit; that host's time per call showed no gain from it
+    beyond the spread between runs."""
     try:
         from triton.backends.nvidia.driver import CudaLauncher
     except ImportError:  # a Triton without its NVIDIA backend
