@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from posenc.fast import host
 from posenc.fast import triton as tr
 from tools import host_time
 
@@ -41,13 +42,15 @@ from posenc.fast import triton as tr
 
 
 def values(args, inputs):
-    # a launch's arguments as values: a tensor by where it lies if it is one of the call's
-    # (else as a new one) and its shape, strides and dtype; hooks that call nothing, and the
+    # a launch's arguments as values: a pointer (a tensor, or its address as an integer, as
+    # a remembered call passes it) by where it lies if it is one of the call's tensors, else
+    # as a new one (an integer that large is no size); hooks that call nothing, and the
     # launch metadata that only hooks read, as None
     def value(a):
         if isinstance(a, torch.Tensor):
-            at = a.data_ptr() if a.data_ptr() in inputs else "new"
-            return ("tensor", at, tuple(a.shape), a.stride(), a.dtype)
+            return ("pointer", a.data_ptr() if a.data_ptr() in inputs else "new")
+        if type(a) is int and (a in inputs or a >= 2**44):
+            return ("pointer", a if a in inputs else "new")
         if isinstance(a, tuple):
             return tuple(value(b) for b in a)
         if getattr(a, "calls", None) == [] or type(a).__name__ == "LazyDict":
@@ -77,9 +80,13 @@ calls = {
     "float64, own frequencies, forward and backward": (
         lambda: fast.apply_rope(x64, inv_freq=freqs).sum().backward(), (x64,)),
 }
+from posenc.fast import host
+
+module = host._module if host.available() else None
 checked = {}
 for name, (call, tensors) in calls.items():
     record.clear()
+    host._module = None  # keys and addresses read in Python
     for _ in range(3):  # Triton's launch (compiling), then posenc's, then a remembered call's
         call()
     inputs = {t.data_ptr() for t in tensors}
@@ -87,10 +94,18 @@ for name, (call, tensors) in calls.items():
     seen = [values(args, inputs) for args in record]
     own = seen[:n]
     assert len(seen) == 3 * n and seen[n:2 * n] == own and seen[2 * n:] == own, (name, seen)
+    if module is not None:  # and read in C++: a call remembered anew, then one remembered
+        host._module = module
+        tr._PLANS.clear()
+        record.clear()
+        call()
+        call()
+        seen = [values(args, inputs) for args in record]
+        assert seen == own + own, (name, "C++", seen)
     checked[name] = [len(args) for args in own]
 launches = list(tr._C_LAUNCHES.values())
 print(json.dumps({"checked": checked, "c_launches": len(launches),
-                  "all_c": all(v is not None for v in launches)}))
+                  "all_c": all(v is not None for v in launches), "cpp": module is not None}))
 """
 
 
@@ -114,6 +129,7 @@ def test_posenc_hands_the_launcher_what_triton_hands_it():
     assert len(launches) == 4 and all(n >= 10 for each in launches.values() for n in each)
     assert [len(each) for each in launches.values()] == [1, 1, 1, 2]  # the last, backward too
     assert found["c_launches"] == 5 and found["all_c"]  # one kernel each, all launched by C
+    assert found["cpp"] == host.available()  # remembered calls checked with C++ keys too
 
 
 @needs_stand_in
@@ -125,17 +141,22 @@ def test_every_call_reaches_the_driver_once_and_is_timed():
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     found = json.loads(done.stdout.splitlines()[-1])
-    assert found["calls"] == 3 * 50 * 2 and found["launches"] == found["calls"]
     us = found["us"]
+    readers = ("Python", "C++") if host.available() else ("Python",)
     assert set(us) == {
-        "rope_qk in place",
-        "rope_qk out of place",
+        *(
+            f"rope_qk {how}, keys read in {r}"
+            for r in readers
+            for how in ("in place", "out of place")
+        ),
         "Triton's launcher, as Triton calls it",
     }
+    calls = len(us) * 50 * 2
+    assert found["calls"] == calls and found["launches"] == calls
     assert all(v > 0 for v in us.values())
     # a call is a launch and posenc's own work besides
-    assert us["Triton's launcher, as Triton calls it"] < us["rope_qk in place"]
-    assert "launches the driver received: 300 for 300 calls" in done.stdout
+    assert us["Triton's launcher, as Triton calls it"] < us["rope_qk in place, keys read in Python"]
+    assert f"launches the driver received: {calls} for {calls} calls" in done.stdout
 
 
 @pytest.mark.parametrize("argv", [["--number", "0"], ["--rounds", "0"]])

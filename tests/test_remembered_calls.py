@@ -1,8 +1,9 @@
 """Calls remembered by posenc's fast path (``_remembered`` in ``posenc.fast.triton``): a call
 of ``rope_qk``, ``rope_qk_triton``, ``apply_rope``, ``apply_rope_`` or ``rope_triton`` alike
 to one made before (shapes, strides, dtypes, devices, flags) is served by the launch that
-one made, with its own tensors, and skips the checks. Checked here under Triton's interpreter: the second of two calls gives what it gives
-when nothing is remembered, the same numbers, the same layout, the same error. The GPU's
+one made, with its own tensors, and skips the checks. Checked here under Triton's
+interpreter, with the calls' keys read in Python and in C++: the second of two calls gives
+what it gives when nothing is remembered, the same numbers, the same layout, the same error. The GPU's
 direct launch of a remembered call is checked in ``tests/test_triton_launch.py``.
 """
 
@@ -18,7 +19,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from posenc import fast
-from posenc.fast import kernels
+from posenc.fast import host, kernels
 from posenc.fast import triton as tr
 from posenc.fast.tables import Angles, rope_angles
 
@@ -201,9 +202,14 @@ def _same(got, want):
         assert torch.equal(a, b) and stride_a == stride_b and who_a == who_b
 
 
-@pytest.fixture(autouse=True)
-def _interpreter(monkeypatch):
-    """The kernel run by Triton's interpreter, and ``rope_qk`` sending CPU tensors to it."""
+@pytest.fixture(autouse=True, params=["Python", "C++"])
+def _interpreter(request, monkeypatch):
+    """The kernel run by Triton's interpreter, and ``rope_qk`` sending CPU tensors to it;
+    each test run twice, with the keys and addresses of remembered calls read in Python and
+    in C++ (:mod:`posenc.fast.host`, as a GPU's calls read them once it is built)."""
+    if request.param == "C++" and not host.available():
+        pytest.skip(f"posenc.fast.host is not built here: {host.status()}")
+    monkeypatch.setattr(host, "_module", host._module if request.param == "C++" else None)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setattr(kernels, "triton_available", lambda device="cuda": True)
     monkeypatch.setattr(kernels, "_TRITON_DEVICES", ("cuda", "cpu"))

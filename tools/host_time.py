@@ -174,7 +174,7 @@ def measure(number: int, rounds: int) -> dict:
     import triton
 
     from posenc import fast
-    from posenc.fast import kernels
+    from posenc.fast import host, kernels
     from posenc.fast import triton as tr
 
     use_stand_in_driver()
@@ -186,16 +186,32 @@ def measure(number: int, rounds: int) -> dict:
     q, k = view(heads_q), view(heads_k)
     positions = torch.full((batch, 1, 1), 4095)  # [B, 1, T]
     kind = {"base": 500000.0, "layout": "half"}  # Llama 3's
-    calls = {
+    rope_qk = {
         "rope_qk in place": lambda: fast.rope_qk(q, k, positions, **kind, inplace=True),
         "rope_qk out of place": lambda: fast.rope_qk(q, k, positions, **kind),
     }
-    for call in calls.values():  # compiled, then remembered with its direct launch
-        for _ in range(3):
-            call()
+    built = host.available()  # the C++ reader of keys and addresses (a GPU's calls build it)
+    module = host._module
+    calls = {}
+    for reader in ("Python", "C++") if built else ("Python",):
+        host._module = module if reader == "C++" else None
+
+        def read_by(call, reader=reader):
+            def timed():
+                host._module = module if reader == "C++" else None
+                call()
+
+            return timed
+
+        for name, call in rope_qk.items():  # compiled, then remembered with its direct launch
+            for _ in range(3):
+                call()
+            calls[f"{name}, keys read in {reader}"] = read_by(call)
+    host._module = None
     key = tr._plan_key(
         kernels._rope_qk, q, k, positions, kind["base"], None, kind["layout"], True, 0
     )
+    host._module = module
     plan = tr._PLANS.get(key)
     if plan is None or plan.direct is None:
         raise RuntimeError(f"Triton {triton.__version__}: no direct launch remembered")

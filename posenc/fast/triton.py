@@ -105,6 +105,7 @@ from posenc._validate import (
     transforming,
     written,
 )
+from posenc.fast import host
 from posenc.fast.tables import Angles, _at_most_one, _default_inv_freq, _not_angles
 from posenc.rope import _check_inv_freq, _rotate, rope_inv_freq
 
@@ -654,8 +655,8 @@ class _Direct(NamedTuple):
     pointers: Callable  # the sources -> the kernel's six tensors
     sizes: tuple  # the integers before the offset
     rest: tuple  # the integers after it (heads, strides), then the compile-time arguments
-    checked: tuple[int, ...]  # the sources of the call's distinct tensors among the six...
-    aligned: tuple[bool, ...]  # ...and whether each was 16-byte aligned
+    aligned: tuple[bool, ...]  # whether each of the six was 16-byte aligned...
+    mask: int  # ...as bits (bit i for the i-th), as host's addresses checks it
     width: tuple[bool, bool]  # the offset's width (see _offset_width)
 
 
@@ -695,7 +696,38 @@ def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) ->
     Python, frequencies on the CPU (their values are checked there), arguments of other
     types, or an offset outside int64. Frequencies a caller passes are keyed with whether
     posenc made them (see :func:`~posenc.fast.tables._at_most_one`)."""
-    if type(q) is not torch.Tensor or torch.compiler.is_compiling() or transforming():
+    if (
+        torch.compiler.is_compiling()
+        or transforming()
+        or type(offset) is not int
+        or not -(2**63) <= offset < 2**63
+        or type(inplace) is not bool
+        or type(layout) is not str
+        or type(base) not in (float, int)
+    ):
+        return None
+    module = host._module
+    if module is None:
+        return _tensors_key(body, q, k, positions, base, inv_freq, layout, inplace, offset)
+    angles = type(positions) is Angles
+    table = positions.table if angles else positions
+    found = module.signature(q, k, table, angles, inv_freq, inplace)
+    if found is None:
+        return None
+    if found[0] == 1:  # its first byte: q's device type, 1 for CUDA, as in _runs_here
+        if not _INSTALLED:
+            return None
+    elif not _runs_here(q.device):
+        return None
+    most = None if inv_freq is None else _at_most_one(inv_freq)
+    return (body, found, base, layout, inplace, offset == 0, most)
+
+
+def _tensors_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) -> tuple | None:
+    """:func:`_plan_key` read in Python, where :mod:`posenc.fast.host` is not loaded: the
+    same calls remembered, keyed alike (its tensors' part is what ``host``'s ``signature``
+    reads in C++)."""
+    if type(q) is not torch.Tensor:
         return None
     shape, device = q.shape, q.device  # each read once: a decoding step's calls are counted
     if (
@@ -706,11 +738,6 @@ def _plan_key(body, q, k, positions, base, inv_freq, layout, inplace, offset) ->
         or q.requires_grad
         or q.is_neg()
         or (k is not None and (k.requires_grad or k.is_neg()))
-        or type(offset) is not int
-        or not -(2**63) <= offset < 2**63
-        or type(inplace) is not bool
-        or type(layout) is not str
-        or type(base) not in (float, int)
         or (  # in place on an inference tensor outside inference mode: the call refuses it
             inplace
             and (q.is_inference() or (k is not None and k.is_inference()))
@@ -836,11 +863,12 @@ def _plan(tape, result, q, k, positions, base, inv_freq, layout, inplace, offset
         pointers = tuple(slot(t) for t in args[:6])
         if None in pointers:
             return _OWN_WAY
-        # the default frequencies made for the plan (source 7) stay where they are
-        checked = tuple(sorted(set(pointers) - {7}))
-        aligned = tuple(sources[i].data_ptr() % 16 == 0 for i in checked)
+        aligned = tuple(sources[i].data_ptr() % 16 == 0 for i in pointers)
+        mask = sum(1 << i for i, a in enumerate(aligned) if a)
         direct = _Direct(compiled, grid, itemgetter(*pointers), args[6:8], (*args[9:], *consts),
-                         checked, aligned, _offset_width(offset))  # fmt: skip
+                         aligned, mask, _offset_width(offset))  # fmt: skip
+        if q.is_cuda:  # a GPU's calls: their keys and addresses read in C++ once it is built
+            host._start()
     spans = (_span(q), 0 if k is None else _span(k))
     return _Plan(itemgetter(*slots), const, (interleaved, inverse), direct, spans)
 
@@ -860,6 +888,16 @@ def _near(plan: _Plan, q: torch.Tensor, k: torch.Tensor) -> bool:
     return at_q < at_k + plan.spans[1] and at_k < at_q + plan.spans[0]
 
 
+def _addresses(direct: _Direct, tensors: tuple) -> tuple[int, ...] | None:
+    """The addresses of ``tensors``, the six the kernel takes, or None unless each is 16-byte
+    aligned as when ``direct`` was made (Triton compiled the kernel for that alignment)."""
+    module = host._module
+    if module is not None:
+        return module.addresses(direct.mask, *tensors)
+    at = tuple([t.data_ptr() for t in tensors])
+    return at if tuple([a % 16 == 0 for a in at]) == direct.aligned else None
+
+
 def _replay(plan: _Plan, q, k, positions, inv_freq, inplace, offset):
     """The launch of ``plan`` with this call's tensors: ``(q_out, k_out)``, or ``q_out``
     alone for ``k`` None."""
@@ -872,14 +910,11 @@ def _replay(plan: _Plan, q, k, positions, inv_freq, inplace, offset):
     sources = (None, q, q_out, k, k_out, table, inv_freq, plan.const)
     direct = plan.direct
     index = q.device.index
-    if (
-        direct is not None
-        and tuple([sources[i].data_ptr() % 16 == 0 for i in direct.checked]) == direct.aligned
-        and _offset_width(offset) == direct.width
-        and index == _current_device()
-    ):
-        everything = (*direct.pointers(sources), *direct.sizes, offset, *direct.rest)
-        _fire(direct.compiled, index, direct.grid, everything)
+    at = None
+    if direct is not None and _offset_width(offset) == direct.width and index == _current_device():
+        at = _addresses(direct, direct.pointers(sources))
+    if at is not None:  # the pointers as integers, which Triton's launcher takes as they are
+        _fire(direct.compiled, index, direct.grid, (*at, *direct.sizes, offset, *direct.rest))
     else:
         q_, q_out_, k_, k_out_, pos, freqs = plan.launch(sources)
         _launch(q_, q_out_, k_, k_out_, pos, offset, freqs, *plan.flags)

@@ -1,0 +1,298 @@
+"""The host's share of a remembered call, read in C++: a call's key and its tensors' addresses.
+
+At a decoding step the GPU rotates ``q`` and ``k`` in 2 to 3 µs, and a call's time is the
+host's: Python reading each tensor's shape, strides, dtype, device and flags to find the
+launch it made before (:func:`posenc.fast.triton._plan_key`), then each tensor's address to
+make it again. Every one of those reads is a call into torch of a tenth of a microsecond or
+so; there are about thirty. This module compiles two small functions against torch's C++
+headers that read the same things from the tensors directly:
+
+- ``signature(q, k, table, angles, inv_freq, inplace)``: the tensors' part of the key as
+  bytes (q's device type in the first, then device, dtype, sizes and strides of each), or None for the calls
+  :func:`~posenc.fast.triton._plan_key` does not remember; two calls get equal bytes exactly
+  when their Python keys are equal (a property test checks it);
+- ``addresses(mask, *tensors)``: the tensors' addresses as integers, or None unless their
+  16-byte alignment is the one ``mask`` remembers (bit ``i`` for tensor ``i``). Triton's
+  launcher takes an integer as a pointer as it is, where for a tensor it asks the tensor for
+  its address and the driver whether that address is the GPU's.
+
+The module is built with the system's C++ compiler (``$CXX``, else ``c++``, ``g++`` or
+``clang++``) against the torch that runs, into :func:`posenc.device.cache_dir`, under a name
+that hashes the source, the compiler, the flags and the torch and Python versions. The build
+takes seconds, so a GPU call never waits for it: the first call remembered on a GPU starts it
+in a thread, and calls use it once it is loaded. Without a compiler, or if the build fails,
+:func:`status` says why and the same reads are made in Python.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+from pathlib import Path
+
+import torch
+
+__all__ = ["SOURCE", "available", "status"]
+
+SOURCE = r"""
+#include <Python.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+static PyObject *tensor_type = nullptr; /* torch.Tensor: subclasses are not remembered */
+
+static inline bool exact(PyObject *o) { return Py_TYPE(o) == (PyTypeObject *)tensor_type; }
+
+/* A tensor's device, dtype, sizes and strides, in that order. */
+static void put(std::vector<int64_t> &out, const at::Tensor &t) {
+    out.push_back((int64_t)t.device().type());
+    out.push_back(t.device().index());
+    out.push_back((int64_t)t.scalar_type());
+    out.push_back(t.dim());
+    for (int64_t s : t.sizes()) out.push_back(s);
+    for (int64_t s : t.strides()) out.push_back(s);
+}
+
+/* signature(q, k, table, angles, inv_freq, inplace): see posenc/fast/host.py. */
+static PyObject *signature(PyObject *, PyObject *const *args, Py_ssize_t n) {
+    if (n != 6) {
+        PyErr_SetString(PyExc_TypeError, "signature takes 6 arguments");
+        return nullptr;
+    }
+    PyObject *q = args[0], *k = args[1], *table = args[2], *freqs = args[4];
+    bool angles = args[3] == Py_True, inplace = args[5] == Py_True;
+    try {
+        if (!exact(q) || q == k) Py_RETURN_NONE;
+        const at::Tensor &tq = THPVariable_Unpack(q);
+        if (tq.dim() != 4 || tq.requires_grad() || tq.is_neg()) Py_RETURN_NONE;
+        std::vector<int64_t> out;
+        out.reserve(48);
+        put(out, tq);
+        bool inference = tq.is_inference();
+        if (k == Py_None) {
+            out.push_back(0);
+        } else {
+            if (!exact(k)) Py_RETURN_NONE;
+            const at::Tensor &tk = THPVariable_Unpack(k);
+            if (tk.requires_grad() || tk.is_neg()) Py_RETURN_NONE;
+            inference = inference || tk.is_inference();
+            out.push_back(1);
+            put(out, tk);
+        }
+        if (inplace && inference && !c10::InferenceMode::is_enabled()) Py_RETURN_NONE;
+        if (table == Py_None) {
+            out.push_back(0);
+        } else {
+            if (!exact(table)) Py_RETURN_NONE;
+            const at::Tensor &tp = THPVariable_Unpack(table);
+            if (tp.is_neg() || (angles && tp.requires_grad())) Py_RETURN_NONE;
+            out.push_back(angles ? 2 : 1);
+            put(out, tp);
+        }
+        if (freqs == Py_None) {
+            out.push_back(0);
+        } else {
+            if (!exact(freqs)) Py_RETURN_NONE;
+            const at::Tensor &tf = THPVariable_Unpack(freqs);
+            if (tf.requires_grad() || tf.is_neg() || tf.device().is_cpu()) Py_RETURN_NONE;
+            out.push_back(1);
+            put(out, tf);
+        }
+        /* a first byte Python reads cheaply: q's device type (0 the CPU, 1 CUDA, 127 beyond) */
+        Py_ssize_t size = (Py_ssize_t)(out.size() * sizeof(int64_t));
+        PyObject *bytes = PyBytes_FromStringAndSize(nullptr, size + 1);
+        if (bytes == nullptr) return nullptr;
+        char *at = PyBytes_AS_STRING(bytes);
+        at[0] = (char)(out[0] < 127 ? out[0] : 127);
+        memcpy(at + 1, out.data(), (size_t)size);
+        return bytes;
+    } catch (const std::exception &) { /* no sizes or strides (sparse, nested): not kept */
+        Py_RETURN_NONE;
+    }
+}
+
+/* addresses(mask, *tensors): see posenc/fast/host.py. */
+static PyObject *addresses(PyObject *, PyObject *const *args, Py_ssize_t n) {
+    if (n < 1 || !PyLong_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "addresses takes a mask and tensors");
+        return nullptr;
+    }
+    unsigned long long mask = PyLong_AsUnsignedLongLong(args[0]);
+    if (PyErr_Occurred()) return nullptr;
+    unsigned long long seen = 0;
+    uintptr_t at[64];
+    if (n - 1 > 64) Py_RETURN_NONE;
+    try {
+        for (Py_ssize_t i = 1; i < n; i++) {
+            if (!exact(args[i])) Py_RETURN_NONE;
+            at[i - 1] = (uintptr_t)THPVariable_Unpack(args[i]).data_ptr();
+            if (at[i - 1] % 16 == 0) seen |= 1ULL << (i - 1);
+        }
+    } catch (const std::exception &) {
+        Py_RETURN_NONE;
+    }
+    if (seen != mask) Py_RETURN_NONE;
+    PyObject *out = PyTuple_New(n - 1);
+    if (out == nullptr) return nullptr;
+    for (Py_ssize_t i = 0; i < n - 1; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong((unsigned long long)at[i]);
+        if (v == nullptr) {
+            Py_DECREF(out);
+            return nullptr;
+        }
+        PyTuple_SET_ITEM(out, i, v);
+    }
+    return out;
+}
+
+static PyObject *init(PyObject *, PyObject *type) {
+    Py_XDECREF(tensor_type);
+    Py_INCREF(type);
+    tensor_type = type;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"signature", (PyCFunction)(void (*)(void))signature, METH_FASTCALL, nullptr},
+    {"addresses", (PyCFunction)(void (*)(void))addresses, METH_FASTCALL, nullptr},
+    {"init", (PyCFunction)init, METH_O, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_posenc_host", nullptr, -1, methods};
+
+PyMODINIT_FUNC PyInit__posenc_host(void) { return PyModule_Create(&module); }
+"""
+
+_NAME = "_posenc_host"
+_STANDARDS = ("-std=c++20", "-std=c++17")  # recent torch asks for C++20; older takes 17
+
+_lock = threading.Lock()
+_state: dict = {}
+_module = None
+"""The loaded module once :func:`_load` has loaded it (read without a lock by every call)."""
+
+
+def _compiler() -> str | None:
+    for name in (os.environ.get("CXX"), "c++", "g++", "clang++"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def _flags(standard: str) -> list[str]:
+    from torch.utils.cpp_extension import include_paths, library_paths
+
+    abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
+    libs = library_paths()
+    return [
+        "-O2", "-shared", "-fPIC", standard, f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-w",
+        *(f"-I{p}" for p in include_paths()), f"-I{sysconfig.get_paths()['include']}",
+        *(f"-L{p}" for p in libs), *(f"-Wl,-rpath,{p}" for p in libs),
+        "-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python",
+    ]  # fmt: skip
+
+
+def _build(compiler: str) -> Path:
+    from posenc.device import cache_dir
+
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    errors = []
+    for standard in _STANDARDS:
+        flags = _flags(standard)
+        key = "\n".join(
+            (SOURCE, compiler, " ".join(flags), torch.__version__, sys.version, platform.machine())
+        )
+        target = cache_dir() / f"{_NAME}_{hashlib.sha256(key.encode()).hexdigest()[:16]}{suffix}"
+        if target.exists():
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            src = Path(tmp) / f"{_NAME}.cpp"
+            src.write_text(SOURCE)
+            out = Path(tmp) / target.name
+            run = subprocess.run(
+                [compiler, str(src), "-o", str(out), *flags],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            if run.returncode == 0:
+                os.replace(out, target)  # atomic: a concurrent build loads a whole file
+                return target
+            errors.append(run.stderr.strip().splitlines()[-1:] or [f"exit {run.returncode}"])
+    raise RuntimeError(f"{compiler} could not build the module: {errors}")
+
+
+def _load():
+    """The loaded module, or None; the outcome (and the reason for None) is kept."""
+    global _module
+    with _lock:
+        if "module" in _state:
+            return _state["module"]
+        module, why = None, None
+        compiler = _compiler()
+        if compiler is None:
+            why = "no C++ compiler found ($CXX, c++, g++ or clang++)"
+        else:
+            try:
+                path = _build(compiler)
+                spec = importlib.util.spec_from_file_location(_NAME, path)
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                module.init(torch.Tensor)
+                why = f"built with {os.path.basename(compiler)}"
+            except (OSError, ImportError, RuntimeError, subprocess.SubprocessError) as exc:
+                module, why = None, f"{type(exc).__name__}: {exc}"
+        _state.update(module=module, why=why)
+        _module = module
+        return module
+
+
+def _start() -> None:
+    """Build and load the module in a thread, once; calls use it when it is loaded."""
+    with _lock:
+        if "started" in _state or "module" in _state:
+            return
+        _state["started"] = True
+    threading.Thread(target=_load, name="posenc-host-build", daemon=True).start()
+
+
+def available() -> bool:
+    """Whether the module is built and loaded (building it on the first call, and waiting).
+
+    Returns:
+        True when a C++ compiler built the module against this torch and it loaded.
+
+    Example:
+        >>> isinstance(available(), bool)
+        True
+    """
+    return _load() is not None
+
+
+def status() -> str:
+    """How the module was obtained, or why it is not available (building it if need be).
+
+    Returns:
+        ``"built with <compiler>"``, or the reason it could not be built or loaded.
+
+    Example:
+        >>> status().startswith(("built with", "no C++ compiler", "RuntimeError", "OSError"))
+        True
+    """
+    _load()
+    return _state["why"]

@@ -1,0 +1,183 @@
+"""``posenc.fast.host``: a remembered call's key and its tensors' addresses read in C++. Its
+key remembers exactly the calls the key read in Python remembers, and tells two calls apart
+exactly when that one does; its addresses are the tensors' own, given only when their
+alignment is the one remembered."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from test_remembered_calls import ANGLES, CALLS, CHANGES, FIELDS, MODEL, _arguments
+
+from posenc.fast import host, kernels
+from posenc.fast import triton as tr
+from posenc.fast.tables import Angles
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None or tr._OPS is None,
+    reason="the keys are those of the Triton kernel's calls (Triton, torch 2.4 or later)",
+)
+
+
+@pytest.fixture(scope="module")
+def module():
+    if not host.available():
+        pytest.skip(f"posenc.fast.host is not built here: {host.status()}")
+    return host._module
+
+
+_ODD = {  # calls the fields of test_remembered_calls do not make
+    "q a Parameter": lambda q, k, p, kw: (torch.nn.Parameter(q, requires_grad=False), k, p, kw),
+    "k a Parameter": lambda q, k, p, kw: (q, torch.nn.Parameter(k, requires_grad=False), p, kw),
+    "q of 3 dimensions": lambda q, k, p, kw: (q[0], k, p, kw),
+    "k None": lambda q, k, p, kw: (q, None, p, kw),
+    "k is q": lambda q, k, p, kw: (q, q, p, kw),
+    "q sparse": lambda q, k, p, kw: (q.float().to_sparse(), k, p, kw),
+    "positions sparse": lambda q, k, p, kw: (q, k, torch.arange(3).to_sparse(), kw),
+    "positions needing grad": lambda q, k, p, kw: (
+        q, k, torch.arange(3.0, requires_grad=True), kw),
+    "angles a Parameter": lambda q, k, p, kw: (
+        q, k, Angles(torch.nn.Parameter(p.table, requires_grad=False)), kw),
+    "angles' table passed as positions": lambda q, k, p, kw: (q, k, p.table, kw),
+    "frequencies on another device": lambda q, k, p, kw: (
+        q, k, p, {**kw, "inv_freq": torch.rand(4, device="meta")}),
+    "frequencies of another dtype": lambda q, k, p, kw: (
+        q, k, p, {**kw, "inv_freq": torch.rand(4, device="meta", dtype=torch.float64)}),
+    "frequencies negated lazily": lambda q, k, p, kw: (
+        q, k, p, {**kw, "inv_freq": torch._neg_view(torch.rand(4, device="meta"))}),
+    "frequencies needing grad": lambda q, k, p, kw: (
+        q, k, p, {**kw, "inv_freq": torch.rand(4, device="meta", requires_grad=True)}),
+    "q on another device": lambda q, k, p, kw: (q.to("meta"), k, p, kw),
+    "k on another device": lambda q, k, p, kw: (q, k.to("meta"), p, kw),
+    "layout not a string": lambda q, k, p, kw: (q, k, p, {**kw, "layout": 0}),
+    "in place not a bool": lambda q, k, p, kw: (q, k, p, {**kw, "inplace": 1}),
+}  # fmt: skip
+ODD = st.one_of(st.none(), st.sampled_from(sorted(_ODD)))
+
+
+def _call(call, odd, seed):
+    """The arguments of ``_plan_key`` for a call of test_remembered_calls' kind, made odd."""
+    q, k, positions, kwargs = _arguments(call, seed)
+    if odd is not None:
+        if odd.startswith("angles") and not isinstance(positions, Angles):
+            positions = _arguments(ANGLES, seed)[2]
+        q, k, positions, kwargs = _ODD[odd](q, k, positions, kwargs)
+    return (
+        kernels._rope_qk, q, k, positions, kwargs["base"], kwargs["inv_freq"], kwargs["layout"],
+        kwargs["inplace"], kwargs["offset"],
+    )  # fmt: skip
+
+
+def _keys(module, monkeypatch, args):
+    """``_plan_key`` of ``args`` read in Python, then in C++."""
+    monkeypatch.setattr(host, "_module", None)
+    by_python = tr._plan_key(*args)
+    monkeypatch.setattr(host, "_module", module)
+    return by_python, tr._plan_key(*args)
+
+
+@example(MODEL, None, None, None, False)
+@example(MODEL, ("q_view", "contiguous"), None, None, False)
+@example(MODEL, None, "frequencies on another device", "frequencies of another dtype", False)
+@example(MODEL, None, "frequencies on another device", "frequencies on another device", True)
+@example(ANGLES, None, "angles a Parameter", None, False)
+@example(MODEL, None, "q sparse", None, False)
+@example(MODEL, ("inference", "tensors made in it"), None, None, True)
+@given(
+    first=st.one_of(st.just(MODEL), st.just(ANGLES), CALLS),
+    change=CHANGES,
+    odd=ODD,
+    other=ODD,
+    inference_mode=st.booleans(),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_key_read_in_c_plus_plus_is_the_key_read_in_python(
+    module, first, change, odd, other, inference_mode
+):
+    """For a call, and a second one like it (the same, or one field changed, or made odd
+    another way): the C++ key is None exactly when the Python key is, and the two calls'
+    C++ keys are equal exactly when their Python keys are."""
+    second = first if change is None else {**first, change[0]: change[1]}
+    with pytest.MonkeyPatch.context() as patch, torch.inference_mode(inference_mode):
+        patch.setenv("TRITON_INTERPRET", "1")
+        a = _keys(module, patch, _call(first, odd, seed=0))
+        b = _keys(module, patch, _call(second, other, seed=1))
+    for by_python, by_cpp in (a, b):
+        assert (by_python is None) == (by_cpp is None), (by_python, by_cpp)
+    if a[0] is not None and b[0] is not None:
+        assert (a[0] == b[0]) == (a[1] == b[1]), (a, b)
+
+
+@pytest.mark.parametrize("start", ["model", "angles"])
+def test_every_single_change_of_a_model_s_call_is_told_apart_alike(module, monkeypatch, start):
+    """Every call one field, or one odd argument, away from a model's call (with positions,
+    or with angles): its C++ key is None exactly when its Python key is, and equal to the
+    model's exactly when the Python keys are equal; most of them have a key, and some of
+    those keep the model's."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    model = MODEL if start == "model" else ANGLES
+    want = _keys(module, monkeypatch, _call(model, None, seed=0))
+    assert None not in want
+    changes = [
+        ({**model, name: value}, None) for name, values in FIELDS.items() for value in values
+    ]
+    changes += [(model, odd) for odd in _ODD]
+    keyed = same = 0
+    for call, odd in changes:
+        by_python, by_cpp = _keys(module, monkeypatch, _call(call, odd, seed=1))
+        assert (by_python is None) == (by_cpp is None), (call, odd)
+        assert (by_python == want[0]) == (by_cpp == want[1]), (call, odd)
+        keyed += by_cpp is not None
+        same += by_cpp == want[1]
+    assert keyed > 40 and 10 < same < keyed - 10
+
+
+def test_without_the_interpreter_a_cpu_call_has_no_key(module, monkeypatch):
+    """q's device decides as in Python: the CPU only under Triton's interpreter."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert _keys(module, monkeypatch, _call(MODEL, None, seed=0)) == (None, None)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert None not in _keys(module, monkeypatch, _call(MODEL, None, seed=0))
+
+
+@given(
+    shifts=st.lists(st.integers(0, 7), min_size=1, max_size=6),
+    wrong=st.integers(0, 5),
+    dtype=st.sampled_from([torch.float16, torch.float32, torch.float64]),
+)
+@settings(max_examples=60, deadline=None)
+def test_addresses_are_the_tensors_own_when_aligned_as_remembered(module, shifts, wrong, dtype):
+    """``addresses``: each tensor's ``data_ptr()``, when the mask holds each one's 16-byte
+    alignment; None when one bit differs; the same as the Python reading of them."""
+    base = torch.zeros(64, dtype=dtype)
+    tensors = [base[s : s + 4] for s in shifts]
+    at = tuple(t.data_ptr() for t in tensors)
+    aligned = tuple(a % 16 == 0 for a in at)
+    mask = sum(1 << i for i, a in enumerate(aligned) if a)
+    assert module.addresses(mask, *tensors) == at
+    flipped = mask ^ (1 << (wrong % len(tensors)))
+    assert module.addresses(flipped, *tensors) is None
+    direct = tr._Direct(None, 1, None, (), (), aligned, mask, (True, True))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(host, "_module", None)
+        assert tr._addresses(direct, tuple(tensors)) == at
+        patch.setattr(host, "_module", module)
+        assert tr._addresses(direct, tuple(tensors)) == at
+
+
+def test_addresses_refuse_what_is_not_a_plain_tensor(module):
+    t = torch.zeros(4)
+    assert module.addresses(1, t, 3) is None
+    assert module.addresses(1, torch.nn.Parameter(t)) is None
+    with pytest.raises(TypeError, match="a mask and tensors"):
+        module.addresses(t)
+    with pytest.raises(TypeError, match="6 arguments"):
+        module.signature(t)
+
+
+def test_status_says_how_it_was_built(module):
+    assert host.status().startswith("built with") and host.available()
