@@ -64,3 +64,16 @@ def no_calls_remembered():
     triton._PLANS.clear()
     yield
     triton._PLANS.clear()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def gpu_keys_read_in_cpp():
+    """On a GPU, remembered calls read their keys in C++ once ``posenc.fast.host`` is loaded,
+    which the first remembered call starts: loaded (and built, if need be) before any test,
+    so that no test sees its calls' keys change form half-way."""
+    import torch
+
+    if torch.cuda.is_available():
+        from posenc.fast import host
+
+        host.available()

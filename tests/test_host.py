@@ -1,7 +1,7 @@
-"""``posenc.fast.host``: a remembered call's key and its tensors' addresses read in C++. Its
-key remembers exactly the calls the key read in Python remembers, and tells two calls apart
-exactly when that one does; its addresses are the tensors' own, given only when their
-alignment is the one remembered."""
+"""``posenc.fast.host``: a remembered call's key and its launch's arguments, in C++. Its key
+remembers exactly the calls the key read in Python remembers, and tells two calls apart
+exactly when that one does; its arguments hold the tensors' own addresses, given only when
+their alignment is the one remembered."""
 
 from __future__ import annotations
 
@@ -148,33 +148,42 @@ def test_without_the_interpreter_a_cpu_call_has_no_key(module, monkeypatch):
     shifts=st.lists(st.integers(0, 7), min_size=1, max_size=6),
     wrong=st.integers(0, 5),
     dtype=st.sampled_from([torch.float16, torch.float32, torch.float64]),
+    offset=st.sampled_from([0, 7, 2**40]),
 )
 @settings(max_examples=60, deadline=None)
-def test_addresses_are_the_tensors_own_when_aligned_as_remembered(module, shifts, wrong, dtype):
-    """``addresses``: each tensor's ``data_ptr()``, when the mask holds each one's 16-byte
-    alignment; None when one bit differs; the same as the Python reading of them."""
+def test_arguments_hold_the_tensors_addresses_when_aligned_as_remembered(
+    module, shifts, wrong, dtype, offset
+):
+    """``arguments``: each picked tensor's ``data_ptr()``, then the sizes, the offset and the
+    rest, when the mask holds each one's 16-byte alignment; None when one bit differs; the
+    same as ``_launch_arguments`` read in Python."""
     base = torch.zeros(64, dtype=dtype)
-    tensors = [base[s : s + 4] for s in shifts]
-    at = tuple(t.data_ptr() for t in tensors)
+    sources = (None, *(base[s : s + 4] for s in shifts))
+    slots = tuple(reversed(range(1, len(sources))))  # picked in another order
+    at = tuple(sources[i].data_ptr() for i in slots)
     aligned = tuple(a % 16 == 0 for a in at)
     mask = sum(1 << i for i, a in enumerate(aligned) if a)
-    assert module.addresses(mask, *tensors) == at
-    flipped = mask ^ (1 << (wrong % len(tensors)))
-    assert module.addresses(flipped, *tensors) is None
-    direct = tr._Direct(None, 1, None, (), (), aligned, mask, (True, True))
+    sizes, rest = (3, 4), (5, True, None)
+    want = (*at, *sizes, offset, *rest)
+    assert module.arguments(mask, slots, sources, sizes, offset, rest) == want
+    flipped = mask ^ (1 << (wrong % len(slots)))
+    assert module.arguments(flipped, slots, sources, sizes, offset, rest) is None
+    direct = tr._Direct(None, 1, None, slots, sizes, rest, aligned, mask, True)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(host, "_module", None)
-        assert tr._addresses(direct, tuple(tensors)) == at
+        assert tr._launch_arguments(direct, sources, offset) == want
         patch.setattr(host, "_module", module)
-        assert tr._addresses(direct, tuple(tensors)) == at
+        assert tr._launch_arguments(direct, sources, offset) == want
 
 
-def test_addresses_refuse_what_is_not_a_plain_tensor(module):
+def test_arguments_refuse_what_is_not_a_plain_tensor(module):
     t = torch.zeros(4)
-    assert module.addresses(1, t, 3) is None
-    assert module.addresses(1, torch.nn.Parameter(t)) is None
-    with pytest.raises(TypeError, match="a mask and tensors"):
-        module.addresses(t)
+    assert module.arguments(1, (0, 1), (t, 3), (), 0, ()) is None
+    assert module.arguments(1, (0,), (torch.nn.Parameter(t),), (), 0, ()) is None
+    with pytest.raises(IndexError, match="a slot past the sources"):
+        module.arguments(1, (1,), (t,), (), 0, ())
+    with pytest.raises(TypeError, match="takes a mask, slots, sources"):
+        module.arguments(t)
     with pytest.raises(TypeError, match="6 arguments"):
         module.signature(t)
 

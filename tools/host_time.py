@@ -217,7 +217,8 @@ def measure(number: int, rounds: int) -> dict:
         raise RuntimeError(f"Triton {triton.__version__}: no direct launch remembered")
     direct = plan.direct
     sources = (None, q, q, k, k, positions, None, plan.const)
-    arguments = (*direct.pointers(sources), *direct.sizes, 0, *direct.rest)
+    tensors = tuple(sources[i] for i in direct.slots)
+    arguments = (*tensors, *direct.sizes, 0, *direct.rest)  # tensors, as Triton passes them
     compiled = direct.compiled
     _, driver = tr._launch_state()
     stream = driver.active.get_current_stream(None)

@@ -10,7 +10,9 @@ the core never imports it.
 - :mod:`posenc.fast.tables`: the ``cos``/``sin`` tables, cached between calls, and
   :func:`rope_angles`, a model's angles made once per step for every layer;
 - :mod:`posenc.fast.cpu_kernel`: the one-pass loop in C, compiled on first use;
-- :mod:`posenc.fast.triton`: the one-pass Triton kernel for CUDA.
+- :mod:`posenc.fast.triton`: the one-pass Triton kernel for CUDA;
+- :mod:`posenc.fast.host`: the host's share of a remembered GPU call (its key and its
+  launch's arguments) in C++, compiled on first use.
 
 Use it as ``from posenc import fast`` and call ``fast.apply_rope(x, positions, ...)`` or
 ``fast.apply_rope_(x, ...)`` (in place) where :func:`posenc.apply_rope` would go.

@@ -1,27 +1,30 @@
-"""The host's share of a remembered call, read in C++: a call's key and its tensors' addresses.
+"""The host's share of a remembered call, in C++: a call's key and its launch's arguments.
 
 At a decoding step the GPU rotates ``q`` and ``k`` in 2 to 3 µs, and a call's time is the
 host's: Python reading each tensor's shape, strides, dtype, device and flags to find the
 launch it made before (:func:`posenc.fast.triton._plan_key`), then each tensor's address to
 make it again. Every one of those reads is a call into torch of a tenth of a microsecond or
-so; there are about thirty. This module compiles two small functions against torch's C++
-headers that read the same things from the tensors directly:
+so; there are about thirty, and then the launch's arguments are assembled. This module
+compiles two small functions against torch's C++ headers that read the tensors directly:
 
 - ``signature(q, k, table, angles, inv_freq, inplace)``: the tensors' part of the key as
-  bytes (q's device type in the first, then device, dtype, sizes and strides of each), or None for the calls
-  :func:`~posenc.fast.triton._plan_key` does not remember; two calls get equal bytes exactly
-  when their Python keys are equal (a property test checks it);
-- ``addresses(mask, *tensors)``: the tensors' addresses as integers, or None unless their
-  16-byte alignment is the one ``mask`` remembers (bit ``i`` for tensor ``i``). Triton's
-  launcher takes an integer as a pointer as it is, where for a tensor it asks the tensor for
-  its address and the driver whether that address is the GPU's.
+  bytes (q's device type in the first, then device, dtype, sizes and strides of each), or
+  None for the calls :func:`~posenc.fast.triton._plan_key` does not remember; two calls get
+  equal bytes exactly when their Python keys are equal (a property test checks it);
+- ``arguments(mask, slots, sources, sizes, offset, rest)``: the launch's arguments,
+  ``(*addresses, *sizes, offset, *rest)``, the addresses those of ``sources[i]`` for each
+  ``i`` in ``slots``, as integers; or None unless each of those tensors is 16-byte aligned as
+  ``mask`` remembers (bit ``j`` for the ``j``-th). Triton's launcher takes an integer as a
+  pointer as it is, where for a tensor it asks the tensor for its address and the driver
+  whether that address is the GPU's.
 
 The module is built with the system's C++ compiler (``$CXX``, else ``c++``, ``g++`` or
 ``clang++``) against the torch that runs, into :func:`posenc.device.cache_dir`, under a name
 that hashes the source, the compiler, the flags and the torch and Python versions. The build
-takes seconds, so a GPU call never waits for it: the first call remembered on a GPU starts it
-in a thread, and calls use it once it is loaded. Without a compiler, or if the build fails,
-:func:`status` says why and the same reads are made in Python.
+takes seconds, so a GPU call never waits for it: the first call remembered on a GPU loads the
+module if it was built before, and otherwise builds it in a thread, and calls use it once it
+is loaded. Without a compiler, or if the build fails, :func:`status` says why and the same
+work is done in Python.
 """
 
 from __future__ import annotations
@@ -124,36 +127,61 @@ static PyObject *signature(PyObject *, PyObject *const *args, Py_ssize_t n) {
     }
 }
 
-/* addresses(mask, *tensors): see posenc/fast/host.py. */
-static PyObject *addresses(PyObject *, PyObject *const *args, Py_ssize_t n) {
-    if (n < 1 || !PyLong_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "addresses takes a mask and tensors");
+/* arguments(mask, slots, sources, sizes, offset, rest): see posenc/fast/host.py. */
+static PyObject *arguments(PyObject *, PyObject *const *args, Py_ssize_t n) {
+    if (n != 6 || !PyLong_Check(args[0]) || !PyTuple_Check(args[1]) || !PyTuple_Check(args[2])
+        || !PyTuple_Check(args[3]) || !PyTuple_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "arguments takes a mask, slots, sources, sizes, an offset and the rest");
         return nullptr;
     }
     unsigned long long mask = PyLong_AsUnsignedLongLong(args[0]);
     if (PyErr_Occurred()) return nullptr;
-    unsigned long long seen = 0;
+    PyObject *slots = args[1], *sources = args[2], *sizes = args[3], *rest = args[5];
+    Py_ssize_t m = PyTuple_GET_SIZE(slots), have = PyTuple_GET_SIZE(sources);
+    if (m > 64) Py_RETURN_NONE;
     uintptr_t at[64];
-    if (n - 1 > 64) Py_RETURN_NONE;
+    unsigned long long seen = 0;
     try {
-        for (Py_ssize_t i = 1; i < n; i++) {
-            if (!exact(args[i])) Py_RETURN_NONE;
-            at[i - 1] = (uintptr_t)THPVariable_Unpack(args[i]).data_ptr();
-            if (at[i - 1] % 16 == 0) seen |= 1ULL << (i - 1);
+        for (Py_ssize_t i = 0; i < m; i++) {
+            Py_ssize_t slot = PyLong_AsSsize_t(PyTuple_GET_ITEM(slots, i));
+            if (slot < 0 || slot >= have) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_IndexError, "a slot past the sources");
+                return nullptr;
+            }
+            PyObject *t = PyTuple_GET_ITEM(sources, slot);
+            if (!exact(t)) Py_RETURN_NONE;
+            at[i] = (uintptr_t)THPVariable_Unpack(t).data_ptr();
+            if (at[i] % 16 == 0) seen |= 1ULL << i;
         }
     } catch (const std::exception &) {
         Py_RETURN_NONE;
     }
     if (seen != mask) Py_RETURN_NONE;
-    PyObject *out = PyTuple_New(n - 1);
+    Py_ssize_t ns = PyTuple_GET_SIZE(sizes), nr = PyTuple_GET_SIZE(rest);
+    PyObject *out = PyTuple_New(m + ns + 1 + nr);
     if (out == nullptr) return nullptr;
-    for (Py_ssize_t i = 0; i < n - 1; i++) {
+    for (Py_ssize_t i = 0; i < m; i++) {
         PyObject *v = PyLong_FromUnsignedLongLong((unsigned long long)at[i]);
         if (v == nullptr) {
             Py_DECREF(out);
             return nullptr;
         }
         PyTuple_SET_ITEM(out, i, v);
+    }
+    Py_ssize_t j = m;
+    for (Py_ssize_t i = 0; i < ns; i++, j++) {
+        PyObject *v = PyTuple_GET_ITEM(sizes, i);
+        Py_INCREF(v);
+        PyTuple_SET_ITEM(out, j, v);
+    }
+    Py_INCREF(args[4]);
+    PyTuple_SET_ITEM(out, j++, args[4]);
+    for (Py_ssize_t i = 0; i < nr; i++, j++) {
+        PyObject *v = PyTuple_GET_ITEM(rest, i);
+        Py_INCREF(v);
+        PyTuple_SET_ITEM(out, j, v);
     }
     return out;
 }
@@ -167,7 +195,7 @@ static PyObject *init(PyObject *, PyObject *type) {
 
 static PyMethodDef methods[] = {
     {"signature", (PyCFunction)(void (*)(void))signature, METH_FASTCALL, nullptr},
-    {"addresses", (PyCFunction)(void (*)(void))addresses, METH_FASTCALL, nullptr},
+    {"arguments", (PyCFunction)(void (*)(void))arguments, METH_FASTCALL, nullptr},
     {"init", (PyCFunction)init, METH_O, nullptr},
     {nullptr, nullptr, 0, nullptr},
 };
@@ -206,19 +234,29 @@ def _flags(standard: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _build(compiler: str) -> Path:
+def _targets(compiler: str) -> list[tuple[Path, list[str]]]:
+    """Where each build (one per C++ standard tried) is kept, and its flags."""
     from posenc.device import cache_dir
 
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    errors = []
+    found = []
     for standard in _STANDARDS:
         flags = _flags(standard)
         key = "\n".join(
             (SOURCE, compiler, " ".join(flags), torch.__version__, sys.version, platform.machine())
         )
-        target = cache_dir() / f"{_NAME}_{hashlib.sha256(key.encode()).hexdigest()[:16]}{suffix}"
+        name = f"{_NAME}_{hashlib.sha256(key.encode()).hexdigest()[:16]}{suffix}"
+        found.append((cache_dir() / name, flags))
+    return found
+
+
+def _build(compiler: str) -> Path:
+    targets = _targets(compiler)
+    for target, _ in targets:
         if target.exists():
             return target
+    errors = []
+    for target, flags in targets:
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
             src = Path(tmp) / f"{_NAME}.cpp"
@@ -263,11 +301,15 @@ def _load():
 
 
 def _start() -> None:
-    """Build and load the module in a thread, once; calls use it when it is loaded."""
+    """Load the module if it was built before, else build and load it in a thread; once."""
     with _lock:
         if "started" in _state or "module" in _state:
             return
         _state["started"] = True
+    compiler = _compiler()
+    if compiler is not None and any(target.exists() for target, _ in _targets(compiler)):
+        _load()
+        return
     threading.Thread(target=_load, name="posenc-host-build", daemon=True).start()
 
 
@@ -291,7 +333,8 @@ def status() -> str:
         ``"built with <compiler>"``, or the reason it could not be built or loaded.
 
     Example:
-        >>> status().startswith(("built with", "no C++ compiler", "RuntimeError", "OSError"))
+        >>> reasons = ("no C++ compiler", "RuntimeError", "OSError", "ImportError", "Timeout")
+        >>> status().startswith(("built with", *reasons))
         True
     """
     _load()

@@ -367,7 +367,10 @@ def _fire(compiled, index: int, grid: int, everything: tuple) -> None:
     hooks, driver = _launch_state()
     stream = driver.active.get_current_stream(index)
     enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
-    if _idle(enter) and _idle(leave):  # no hook to call (a profiler adds some): no metadata
+    # no hook to call (a profiler adds some): no metadata. A hook calls nothing when it is
+    # None (Triton 3.4) or a chain of none (from 3.5, whose `calls` Triton still hands the
+    # launch metadata it builds); a plain function is its own (truthy) `calls`
+    if not getattr(enter, "calls", enter) and not getattr(leave, "calls", leave):
         launch = _C_LAUNCHES.get(compiled, _UNSEEN)
         if launch is _UNSEEN:
             if len(_C_LAUNCHES) >= 4096:
@@ -452,12 +455,6 @@ def _triton_release() -> tuple[int, int]:
 
     major, minor = triton.__version__.split(".")[:2]
     return int(major), int(minor)
-
-
-def _idle(hook) -> bool:
-    """Whether a Triton launch hook calls nothing: None (Triton 3.4), or an empty chain of
-    hooks (from 3.5), which Triton still hands the launch metadata it builds for each call."""
-    return hook is None or getattr(hook, "calls", None) == []
 
 
 @functools.lru_cache(maxsize=1)
@@ -652,12 +649,13 @@ class _Direct(NamedTuple):
 
     compiled: object  # Triton's compiled kernel
     grid: int
-    pointers: Callable  # the sources -> the kernel's six tensors
+    index: int | None  # the GPU's (q's device's index)
+    slots: tuple[int, ...]  # the sources of the kernel's six tensors
     sizes: tuple  # the integers before the offset
     rest: tuple  # the integers after it (heads, strides), then the compile-time arguments
     aligned: tuple[bool, ...]  # whether each of the six was 16-byte aligned...
-    mask: int  # ...as bits (bit i for the i-th), as host's addresses checks it
-    width: tuple[bool, bool]  # the offset's width (see _offset_width)
+    mask: int  # ...as bits (bit i for the i-th)
+    small: bool  # whether the offset fit 32 bits (see _offset_width)
 
 
 class _Plan(NamedTuple):
@@ -865,8 +863,9 @@ def _plan(tape, result, q, k, positions, base, inv_freq, layout, inplace, offset
             return _OWN_WAY
         aligned = tuple(sources[i].data_ptr() % 16 == 0 for i in pointers)
         mask = sum(1 << i for i, a in enumerate(aligned) if a)
-        direct = _Direct(compiled, grid, itemgetter(*pointers), args[6:8], (*args[9:], *consts),
-                         aligned, mask, _offset_width(offset))  # fmt: skip
+        small = _offset_width(offset)[0]  # (the key keeps offsets within 64 bits)
+        direct = _Direct(compiled, grid, q.device.index, pointers, args[6:8],
+                         (*args[9:], *consts), aligned, mask, small)  # fmt: skip
         if q.is_cuda:  # a GPU's calls: their keys and addresses read in C++ once it is built
             host._start()
     spans = (_span(q), 0 if k is None else _span(k))
@@ -888,14 +887,19 @@ def _near(plan: _Plan, q: torch.Tensor, k: torch.Tensor) -> bool:
     return at_q < at_k + plan.spans[1] and at_k < at_q + plan.spans[0]
 
 
-def _addresses(direct: _Direct, tensors: tuple) -> tuple[int, ...] | None:
-    """The addresses of ``tensors``, the six the kernel takes, or None unless each is 16-byte
-    aligned as when ``direct`` was made (Triton compiled the kernel for that alignment)."""
+def _launch_arguments(direct: _Direct, sources: tuple, offset: int) -> tuple | None:
+    """The arguments of ``direct``'s launch for a call's ``sources``: its six tensors'
+    addresses as integers (which Triton's launcher takes as they are), the sizes, ``offset``
+    and the rest; or None unless each of the six is 16-byte aligned as when ``direct`` was
+    made (Triton compiled the kernel for that alignment)."""
     module = host._module
     if module is not None:
-        return module.addresses(direct.mask, *tensors)
-    at = tuple([t.data_ptr() for t in tensors])
-    return at if tuple([a % 16 == 0 for a in at]) == direct.aligned else None
+        return module.arguments(direct.mask, direct.slots, sources, direct.sizes, offset,
+                                direct.rest)  # fmt: skip
+    at = tuple([sources[i].data_ptr() for i in direct.slots])
+    if tuple([a % 16 == 0 for a in at]) != direct.aligned:
+        return None
+    return (*at, *direct.sizes, offset, *direct.rest)
 
 
 def _replay(plan: _Plan, q, k, positions, inv_freq, inplace, offset):
@@ -909,12 +913,15 @@ def _replay(plan: _Plan, q, k, positions, inv_freq, inplace, offset):
     table = positions.table if type(positions) is Angles else positions
     sources = (None, q, q_out, k, k_out, table, inv_freq, plan.const)
     direct = plan.direct
-    index = q.device.index
-    at = None
-    if direct is not None and _offset_width(offset) == direct.width and index == _current_device():
-        at = _addresses(direct, direct.pointers(sources))
-    if at is not None:  # the pointers as integers, which Triton's launcher takes as they are
-        _fire(direct.compiled, index, direct.grid, (*at, *direct.sizes, offset, *direct.rest))
+    everything = None
+    if (
+        direct is not None
+        and (-(2**31) <= offset < 2**31) == direct.small
+        and direct.index == _current_device()
+    ):
+        everything = _launch_arguments(direct, sources, offset)
+    if everything is not None:
+        _fire(direct.compiled, direct.index, direct.grid, everything)
     else:
         q_, q_out_, k_, k_out_, pos, freqs = plan.launch(sources)
         _launch(q_, q_out_, k_, k_out_, pos, offset, freqs, *plan.flags)
