@@ -469,13 +469,13 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
     ]
     hosts = [r["host_us"] for r in pick((decode,), "posenc")]
     (copy_row,) = pick((decode,), "copy_")
-    assert copy_row["host_us"] < min(hosts) < 1.25 * copy_row["host_us"]
+    assert max(hosts) < copy_row["host_us"]
     words = dict(enumerate(("two", "three", "four", "five", "six", "seven", "eight", "nine",
                             "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen"),
                            start=2))  # fmt: skip
     says(
-        f"posenc's calls take {min(hosts):.0f} to {max(hosts):.0f} µs of the host's time, "
-        f"against the host's {copy_row['host_us']:.0f} µs for `copy_`'s two launches, "
+        f"posenc's calls take {min(hosts):.0f} to {max(hosts):.0f} µs of the host's "
+        f"time, less than the host's {copy_row['host_us']:.0f} µs for `copy_`'s two launches, "
         f"and still {words[round(min(hosts) / kernel)]} to {words[round(max(hosts) / kernel)]} "
         f"times the GPU's {kernel:.1f} µs"
     )
@@ -547,7 +547,7 @@ def test_the_share_table_shows_each_step_of_the_model():
     result = peers.stored()
     table = peers.share_table(result)
     assert [row[0] for row in table.rows] == [s["step"] for s in result["model"]]
-    assert table.rows[0][-3:] == ["7.5%", "0.5%", "0.8%"]
+    assert table.rows[0][-3:] == ["8.2%", "0.9%", "0.5%"]
     assert table.groups == [("", 1), ("time (ms)", 3), ("RoPE's share", 2), ("", 1)]
     assert "the median of each round's own share" in table.caption
     assert table.columns[-1] == "noise" and "a second pass without RoPE" in table.caption
@@ -556,7 +556,7 @@ def test_the_share_table_shows_each_step_of_the_model():
         del s["share_noise"]
     older["model"][1]["share_posenc"] = -0.018
     table = peers.share_table(older)
-    assert table.rows[1][-2:] == ["8.4%", "-1.8%"] and len(table.columns) == 6
+    assert table.rows[1][-2:] == ["8.3%", "-1.8%"] and len(table.columns) == 6
     assert table.groups == [("", 1), ("time (ms)", 3), ("RoPE's share", 2)]
     step = result["model"][0]
     for bad in (
@@ -676,20 +676,17 @@ def test_a_cpu_run_of_small_cases_has_no_target_to_check(result):
 
 
 def test_the_stored_gpu_run_against_the_targets():
-    """The stored H100 run passes 23 of its 25 checks: it meets Liger's bar in every case,
-    with the positions and with the angles made beforehand, as Liger is handed its tables
-    (on the two large cases by about 1%, the table's own traffic taken). It misses the
-    host's time per call at decoding (15 µs), where that host took 22 µs for ``copy_`` of
-    the same bytes: in place by a fifth more than that, out of place by three fifths.
-    The model's prefill shares meet their 1%, each by less than one round's noise; at
-    decoding posenc's share is below transformers' by more than that noise."""
+    """The stored H100 run meets all 25 of its checks: Liger's bar in every case, with the
+    positions and with the angles made beforehand, as Liger is handed its tables (on the two
+    large cases by about 1%, the table's own traffic taken); the host's time per call at
+    decoding (15 µs), where that host took 17 µs for ``copy_`` of the same bytes, in place
+    with a quarter to spare and out of place with little. The model's prefill shares meet
+    their 1%, each by less than one round's noise; at decoding posenc's share is below
+    transformers' by more than that noise."""
     result = peers.stored("h100")
     got = _verdicts(result)
-    missed = {key for key, c in got.items() if c["met"] is not True}
-    assert missed == {
-        ("host µs per call, in place", _DECODE),
-        ("host µs per call, out of place", _DECODE),
-    }
+    assert all(c["met"] is True for c in got.values())
+    assert result["machine"]["posenc_host"].startswith("built with")  # keys read in C++
     for case in ("B=8, T=4k, D=128", "B=1, T=32k, D=128"):
         assert 1 < got["in place, angles made / Liger's bar", case]["value"] < 1.015
     (copy_host,) = [
@@ -698,10 +695,11 @@ def test_the_stored_gpu_run_against_the_targets():
         if (r["case"], r["memory"], r["dtype"], r["pass"], r["implementation"])
         == (_DECODE, "model view", "bfloat16", "forward", "copy_")
     ]
-    assert 15 < copy_host < got["host µs per call, in place", _DECODE]["value"] < 1.2 * copy_host
-    assert 15 < got["host µs per call, out of place", _DECODE]["value"] < 1.65 * copy_host
+    in_place = got["host µs per call, in place", _DECODE]["value"]
+    out_of_place = got["host µs per call, out of place", _DECODE]["value"]
+    assert in_place < 0.75 * 15 and 14 < out_of_place < 15 < copy_host
     decoding = got["model: RoPE's share, below transformers'", "decode B=64 after 4095"]
     assert decoding["met"] and decoding["note"] == ""
-    for step in ("prefill B=1, T=4096", "prefill B=8, T=4096"):  # 0.5% and 0.6%
+    for step in ("prefill B=1, T=4096", "prefill B=8, T=4096"):  # 0.9% and 0.7%
         assert got["model: RoPE's share, at most 1%", step]["note"].startswith("by less than")
     assert len(got) == 25

@@ -23,9 +23,9 @@ offset into a KV cache). The kernel takes all of that as it is:
   hands them to every layer, and the kernel reads them where it would make them. The
   kernel makes its own cosines and sines cheaply (below), so that saves no time: in the
   stored H100 run (bf16, in place, ``posenc/bench/results/rope_peers_h100.json``), a
-  decoding step ran at 1.63 of ``copy_``'s speed with the angles made and 1.64 with them
-  read, and the smallest prefill case (B=1, T=4,096, D=64) at 1.51 against 1.54;
-  Liger-Kernel, which is handed its ``cos`` and ``sin`` the same way, at 1.76 and 1.55;
+  decoding step ran at 1.69 of ``copy_``'s speed with the angles made and 1.66 with them
+  read, and the smallest prefill case (B=1, T=4,096, D=64) at 1.53 either way;
+  Liger-Kernel, which is handed its ``cos`` and ``sin`` the same way, at 1.83 and 1.55;
 - **little host work at all**: once Triton has compiled the kernel for a kind of call,
   posenc hands later calls of that kind to the compiled kernel's launcher itself, with the
   arguments Triton would pass, and skips Triton's own launch path (about 20 µs of Python a
@@ -35,15 +35,16 @@ offset into a KV cache). The kernel takes all of that as it is:
   every step of a model is) skips the checks and the assembly of its launch too, and makes
   the launch that one made with its own tensors (``tests/test_triton_launch.py`` checks
   that the launcher receives what it receives when nothing is remembered). What is left is
-  the launcher's own time and the lookup: on an H100 host (Triton 3.6), at a decoding
-  step, a remembered in-place ``rope_qk`` took 22 to 29 µs of the host's time, of which
-  the compiled kernel's launcher (Triton's Python wrapper, its C function and the CUDA
-  launch) took 11 and the call's key 7; ``copy_`` of q alone took 11. posenc now calls the
-  launcher's C function itself where the wrapper only passes the arguments on
-  (``_c_launch``), which takes 15% off a call's host time on a CPU (``python -m
-  tools.host_time``: from 6.5 to 5.5 µs on a 2-core cloud CPU, the driver's own work left
-  out); on the host of the stored H100 run it showed no gain beyond the spread between
-  runs (26.4 µs in place, 25.1 in the run before it, ``copy_`` of q and k 22);
+  the launcher's own time and the lookup, and posenc reads the lookup's key and assembles
+  the launch's arguments in C++ (:mod:`posenc.fast.host`, built on the first such call on
+  a GPU), handing the launcher the tensors' addresses as integers (for a tensor, Triton's
+  launcher asks it for its address and the driver whether the address is the GPU's), and
+  calls the launcher's C function itself where Triton's Python wrapper only passes the
+  arguments on (``_c_launch``). On the host of the stored H100 run (Triton 3.6), at a
+  decoding step, a remembered in-place ``rope_qk`` took 11 µs of the host's time in the
+  benchmark, out of place 15, where ``copy_`` of q and k took 17; in a loop of its own on
+  the same host, 15 µs with the key read in C++ against 24 with it read in Python (and 63
+  with nothing remembered), ``copy_`` of q alone 11;
 - **training**: the backward is the same kernel turning the other way, through a plain
   ``torch.autograd.Function`` in eager mode and through ops registered with
   ``torch.library`` under ``torch.compile`` (``fullgraph=True``). Under ``torch.func``
@@ -67,7 +68,7 @@ does for the frequencies posenc makes from a base (every one at most 1), took 2.
 Liger-Kernel took 2.12, and ``copy_`` of the same bytes 3.71. At B=1, T=4,096, D=64: 10.87,
 10.27 and 9.59 µs; Liger 9.06, ``copy_`` 12.52. In the stored H100 run, with the positions
 given, the kernel rotated in place faster than Liger-Kernel on the two large cases and at
-0.93 to 1.02 of its speed on the three small ones.
+0.92 to 1.01 of its speed on the three small ones.
 
 On a CPU the kernel runs only under Triton's interpreter (``TRITON_INTERPRET=1``), which is
 how the tests check it without a GPU; elsewhere the registered op computes the same
