@@ -190,3 +190,43 @@ def test_arguments_refuse_what_is_not_a_plain_tensor(module):
 
 def test_status_says_how_it_was_built(module):
     assert host.status().startswith("built with") and host.available()
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """``posenc.fast.host`` as if nothing were built or loaded, with an empty cache."""
+    monkeypatch.setattr(host, "_state", {})
+    monkeypatch.setattr(host, "_module", None)
+    monkeypatch.setenv("POSENC_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_without_a_compiler_calls_read_their_keys_in_python(fresh, monkeypatch):
+    """No compiler: not available, the reason said, and a GPU call's start of the build
+    changes nothing (it raises nothing, and keys stay Python's)."""
+    monkeypatch.setattr(host, "_compiler", lambda: None)
+    host._start()
+    assert host._module is None and not host.available()
+    assert host.status() == "no C++ compiler found ($CXX, c++, g++ or clang++)"
+
+
+def test_a_build_that_fails_says_why(fresh, monkeypatch):
+    monkeypatch.setattr(host, "_STANDARDS", ("-std=c++nonesuch",))
+    assert not host.available()
+    assert host.status().startswith("RuntimeError: ") and "could not build" in host.status()
+    assert not list(fresh.glob("_posenc_host_*"))
+
+
+def test_a_build_in_a_thread_is_used_once_loaded(fresh):
+    """The first start builds in a thread (nothing built before in this cache), the next
+    process's start loads the build at once."""
+    if host._compiler() is None:
+        pytest.skip("no C++ compiler")
+    host._start()
+    host._start()  # once only
+    assert host.available() and host._module is not None  # waits for the thread's build
+    assert len(list(fresh.glob("_posenc_host_*"))) == 1
+    host._state.clear()
+    host._module = None
+    host._start()  # built before: loaded at once, no thread
+    assert host._module is not None

@@ -222,15 +222,14 @@ def _compiler() -> str | None:
 
 
 def _flags(standard: str) -> list[str]:
-    from torch.utils.cpp_extension import include_paths, library_paths
-
+    root = Path(torch.__file__).resolve().parent  # torch's headers and libraries, as installed
+    includes = (root / "include", root / "include" / "torch" / "csrc" / "api" / "include")
     abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
-    libs = library_paths()
+    lib = root / "lib"
     return [
         "-O2", "-shared", "-fPIC", standard, f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-w",
-        *(f"-I{p}" for p in include_paths()), f"-I{sysconfig.get_paths()['include']}",
-        *(f"-L{p}" for p in libs), *(f"-Wl,-rpath,{p}" for p in libs),
-        "-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python",
+        *(f"-I{p}" for p in includes), f"-I{sysconfig.get_paths()['include']}",
+        f"-L{lib}", f"-Wl,-rpath,{lib}", "-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python",
     ]  # fmt: skip
 
 
@@ -307,7 +306,11 @@ def _start() -> None:
             return
         _state["started"] = True
     compiler = _compiler()
-    if compiler is not None and any(target.exists() for target, _ in _targets(compiler)):
+    try:
+        built = compiler is not None and any(target.exists() for target, _ in _targets(compiler))
+    except OSError:  # no cache folder to look in: _load says why
+        built = True
+    if built or compiler is None:
         _load()
         return
     threading.Thread(target=_load, name="posenc-host-build", daemon=True).start()
