@@ -412,7 +412,10 @@ def run(
         implementation, us, host_us, host_ahead, copy_ratio, clone_ratio, max_error, note``
         (``host_ahead``: on a GPU, whether the host stayed ahead of it in every round, so
         that ``us`` is the GPU's time alone; None on a CPU; a row with only a ``note`` says
-        why that peer did not run).
+        why that peer did not run). On a GPU the machine's ``posenc_host`` says how
+        :mod:`posenc.fast.host` was obtained: it is built (or loaded) before anything is
+        timed, as a model's first steps build it, so that posenc's calls are timed as they
+        run from then on.
 
     Raises:
         ValueError: for an unknown dtype or case name, or a device torch cannot use.
