@@ -24,18 +24,17 @@ False, :func:`status` says why, and ``posenc`` uses its tensor-operation paths i
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import platform
 import shutil
 import subprocess
-import tempfile
 import threading
 from pathlib import Path
 
 import torch
 
 from posenc._validate import check_option, check_tensor, written
+from posenc.fast import _compiled
 
 __all__ = ["SOURCE", "available", "rotate", "status"]
 
@@ -189,31 +188,9 @@ def _cpu_identity() -> str:
 
 
 def _build(compiler: str) -> Path:
-    from posenc.device import cache_dir
-
-    errors = []
-    for extra in _VARIANTS:
-        flags = (*_FLAGS, *_STRICT, *extra)
-        key = "\n".join((SOURCE, compiler, " ".join(flags), _cpu_identity()))
-        target = cache_dir() / f"rope_kernel_{hashlib.sha256(key.encode()).hexdigest()[:16]}.so"
-        if target.exists():
-            return target
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-            src = Path(tmp) / "rope_kernel.c"
-            src.write_text(SOURCE)
-            out = Path(tmp) / target.name
-            run = subprocess.run(
-                [compiler, *flags, "-o", str(out), str(src)],
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-            if run.returncode == 0:
-                os.replace(out, target)  # atomic: a concurrent build loads a whole file
-                return target
-            errors.append(run.stderr.strip().splitlines()[-1:] or [f"exit {run.returncode}"])
-    raise RuntimeError(f"{compiler} could not build the kernel: {errors}")
+    variants = [(*_FLAGS, *_STRICT, *extra) for extra in _VARIANTS]
+    return _compiled.build("rope_kernel", SOURCE, compiler, variants, _cpu_identity(), ".so",
+                           ".c", "the kernel")  # fmt: skip
 
 
 def _load():

@@ -29,7 +29,6 @@ work is done in Python.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.machinery
 import importlib.util
 import os
@@ -38,11 +37,12 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import threading
 from pathlib import Path
 
 import torch
+
+from posenc.fast import _compiled
 
 __all__ = ["SOURCE", "available", "status"]
 
@@ -233,45 +233,15 @@ def _flags(standard: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _targets(compiler: str) -> list[tuple[Path, list[str]]]:
-    """Where each build (one per C++ standard tried) is kept, and its flags."""
-    from posenc.device import cache_dir
-
-    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    found = []
-    for standard in _STANDARDS:
-        flags = _flags(standard)
-        key = "\n".join(
-            (SOURCE, compiler, " ".join(flags), torch.__version__, sys.version, platform.machine())
-        )
-        name = f"{_NAME}_{hashlib.sha256(key.encode()).hexdigest()[:16]}{suffix}"
-        found.append((cache_dir() / name, flags))
-    return found
+def _build_args(compiler: str) -> tuple:
+    """What :func:`posenc.fast._compiled.targets` and ``build`` take for this module."""
+    identity = "\n".join((torch.__version__, sys.version, platform.machine()))
+    variants = [_flags(standard) for standard in _STANDARDS]
+    return _NAME, SOURCE, compiler, variants, identity, importlib.machinery.EXTENSION_SUFFIXES[0]
 
 
 def _build(compiler: str) -> Path:
-    targets = _targets(compiler)
-    for target, _ in targets:
-        if target.exists():
-            return target
-    errors = []
-    for target, flags in targets:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-            src = Path(tmp) / f"{_NAME}.cpp"
-            src.write_text(SOURCE)
-            out = Path(tmp) / target.name
-            run = subprocess.run(
-                [compiler, str(src), "-o", str(out), *flags],
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-            if run.returncode == 0:
-                os.replace(out, target)  # atomic: a concurrent build loads a whole file
-                return target
-            errors.append(run.stderr.strip().splitlines()[-1:] or [f"exit {run.returncode}"])
-    raise RuntimeError(f"{compiler} could not build the module: {errors}")
+    return _compiled.build(*_build_args(compiler), ".cpp", "the module")
 
 
 def _load():
@@ -307,7 +277,9 @@ def _start() -> None:
         _state["started"] = True
     compiler = _compiler()
     try:
-        built = compiler is not None and any(target.exists() for target, _ in _targets(compiler))
+        built = compiler is not None and any(
+            t.exists() for t, _ in _compiled.targets(*_build_args(compiler))
+        )
     except OSError:  # no cache folder to look in: _load says why
         built = True
     if built or compiler is None:

@@ -1,0 +1,69 @@
+"""Native code posenc compiles on first use and keeps in :func:`posenc.device.cache_dir`.
+
+:mod:`posenc.fast.cpu_kernel` (a C loop) and :mod:`posenc.fast.host` (C++ against torch)
+both build a shared library from a source string with the machine's compiler, trying a list
+of flag sets in order, under a name that hashes everything the build depends on, so that a
+cache shared between machines or torch versions never loads another's build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def targets(
+    stem: str, source: str, compiler: str, variants: Sequence[Sequence[str]], identity: str,
+    suffix: str,
+) -> list[tuple[Path, tuple[str, ...]]]:  # fmt: skip
+    """Where the build of each flag set in ``variants`` is kept, with those flags: named
+    ``stem``, a hash of the source, compiler, flags and ``identity`` (what else the code
+    depends on), and ``suffix``."""
+    from posenc.device import cache_dir
+
+    found = []
+    for flags in variants:
+        key = "\n".join((source, compiler, " ".join(flags), identity))
+        name = f"{stem}_{hashlib.sha256(key.encode()).hexdigest()[:16]}{suffix}"
+        found.append((cache_dir() / name, tuple(flags)))
+    return found
+
+
+def build(
+    stem: str, source: str, compiler: str, variants: Sequence[Sequence[str]], identity: str,
+    suffix: str, extension: str, what: str,
+) -> Path:  # fmt: skip
+    """The library built from ``source`` (a file ending ``extension``) with the first flag
+    set of ``variants`` the compiler accepts, or one built before; compiled into a folder
+    of its own and moved into place at once, so that a concurrent build loads a whole file.
+    ``what`` names it in the error.
+
+    Raises:
+        RuntimeError: when no flag set builds, with the compiler's last line for each.
+    """
+    found = targets(stem, source, compiler, variants, identity, suffix)
+    for target, _ in found:
+        if target.exists():
+            return target
+    errors = []
+    for target, flags in found:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            src = Path(tmp) / f"{stem}{extension}"
+            src.write_text(source)
+            out = Path(tmp) / target.name
+            run = subprocess.run(
+                [compiler, str(src), "-o", str(out), *flags],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            if run.returncode == 0:
+                os.replace(out, target)
+                return target
+            errors.append(run.stderr.strip().splitlines()[-1:] or [f"exit {run.returncode}"])
+    raise RuntimeError(f"{compiler} could not build {what}: {errors}")
