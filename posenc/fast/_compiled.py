@@ -60,7 +60,7 @@ def build(
                 [compiler, str(src), "-o", str(out), *flags],
                 capture_output=True,
                 text=True,
-                timeout=600,
+                timeout=300,
             )
             if run.returncode == 0:
                 os.replace(out, target)
