@@ -192,28 +192,21 @@ def measure(number: int, rounds: int) -> dict:
         "rope_qk in place": lambda: fast.rope_qk(q, k, positions, **kind, inplace=True),
         "rope_qk out of place": lambda: fast.rope_qk(q, k, positions, **kind),
     }
-    built = host.available()  # the C++ reader of keys and addresses (a GPU's calls build it)
-    module = host._module
-    calls = {}
-    for reader in ("Python", "C++") if built else ("Python",):
-        host._module = module if reader == "C++" else None
-
-        def read_by(call, reader=reader):
-            def timed():
-                host._module = module if reader == "C++" else None
-                call()
-
-            return timed
-
+    # each call timed with its key and arguments read by each reader: posenc.fast.host's
+    # module (C++, which a GPU's calls build) where it builds here, and Python (None)
+    readers = {"Python": None, "C++": host._module if host.available() else None}
+    calls = {}  # name -> (the reader's module, the call)
+    for reader, module in readers.items():
+        if reader == "C++" and module is None:
+            continue
+        host._module = module
         for name, call in rope_qk.items():  # compiled, then remembered with its direct launch
             for _ in range(3):
                 call()
-            calls[f"{name}, keys read in {reader}"] = read_by(call)
-    host._module = None
+            calls[f"{name}, keys read in {reader}"] = (module, call)
     key = tr._plan_key(
         kernels._rope_qk, q, k, positions, kind["base"], None, kind["layout"], True, 0
     )
-    host._module = module
     plan = tr._PLANS.get(key)
     if plan is None or plan.direct is None:
         raise RuntimeError(f"Triton {triton.__version__}: no direct launch remembered")
@@ -231,11 +224,12 @@ def measure(number: int, rounds: int) -> dict:
             None, *arguments,
         )  # fmt: skip
 
-    calls["Triton's launcher, as Triton calls it"] = launcher
+    calls["Triton's launcher, as Triton calls it"] = (None, launcher)
     counter = ctypes.c_long.in_dll(ctypes.CDLL("libcuda.so.1"), "launches")
     before, made = counter.value, 0
     found = {}
-    for name, call in calls.items():
+    for name, (module, call) in calls.items():
+        host._module = module
         best = min(timeit.repeat(call, number=number, repeat=rounds))
         found[name] = round(best / number * 1e6, 3)
         made += number * rounds

@@ -442,8 +442,8 @@ def run(
     for package in ("triton", "transformers", "liger_kernel", "flash_attn"):
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             machine[package] = importlib.metadata.version(package.replace("_", "-"))
-    if device.type == "cuda":  # a GPU's remembered calls read their keys in C++ once it is
-        machine["posenc_host"] = host.status()  # built (once per torch): built before timing
+    if device.type == "cuda":  # posenc.fast.host built (or loaded) before anything is timed
+        machine["posenc_host"] = host.status()
     rows = []
     for case in cases:
         for memory in ("model view", "contiguous"):
