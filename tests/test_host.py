@@ -6,6 +6,8 @@ their alignment is the one remembered."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import time
 
 import pytest
 import torch
@@ -13,7 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_remembered_calls import ANGLES, CALLS, CHANGES, FIELDS, MODEL, _arguments
 
-from posenc.fast import host, kernels
+from posenc.fast import _compiled, host, kernels
 from posenc.fast import triton as tr
 from posenc.fast.tables import Angles
 
@@ -215,6 +217,21 @@ def test_a_build_that_fails_says_why(fresh, monkeypatch):
     assert not host.available()
     assert host.status().startswith("RuntimeError: ") and "could not build" in host.status()
     assert not list(fresh.glob("_posenc_host_*"))
+
+
+def test_a_build_removes_what_an_abandoned_build_left_and_nothing_else(fresh, monkeypatch):
+    """A process that exits while compiling leaves its build folder behind; the next build
+    removes it once no build could still be running in it, and leaves a recent one alone."""
+    monkeypatch.setattr(host, "_STANDARDS", ("-std=c++nonesuch",))  # fails at once
+    old, recent = (fresh / f"{host._NAME}-building-{n}" for n in ("old", "recent"))
+    for folder in (old, recent):
+        folder.mkdir()
+        (folder / "half.o").write_bytes(b"")
+    age = time.time() - 2 * _compiled._TIMEOUT - 60
+    os.utime(old, (age, age))
+    assert not host.available()
+    assert not old.exists() and recent.exists()
+    assert sorted(p.name for p in fresh.iterdir()) == [recent.name]
 
 
 def test_a_build_in_a_thread_is_used_once_loaded(fresh):

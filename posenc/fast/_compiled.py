@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
+
+_TIMEOUT = 300  # seconds a compiler may take before the build gives up
 
 
 def targets(
@@ -40,7 +44,8 @@ def build(
     """The library built from ``source`` (a file ending ``extension``) with the first flag
     set of ``variants`` the compiler accepts, or one built before; compiled into a folder
     of its own and moved into place at once, so that a concurrent build loads a whole file.
-    ``what`` names it in the error.
+    ``what`` names it in the error. A folder left by a build that cannot still be running (a
+    process that exited while compiling) is removed first.
 
     Raises:
         RuntimeError: when no flag set builds, with the compiler's last line for each.
@@ -52,7 +57,8 @@ def build(
     errors = []
     for target, flags in found:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        _remove_abandoned(target.parent, stem)
+        with tempfile.TemporaryDirectory(prefix=f"{stem}-building-", dir=target.parent) as tmp:
             src = Path(tmp) / f"{stem}{extension}"
             src.write_text(source)
             out = Path(tmp) / target.name
@@ -60,10 +66,21 @@ def build(
                 [compiler, str(src), "-o", str(out), *flags],
                 capture_output=True,
                 text=True,
-                timeout=300,
+                timeout=_TIMEOUT,
             )
             if run.returncode == 0:
                 os.replace(out, target)
                 return target
             errors.append(run.stderr.strip().splitlines()[-1:] or [f"exit {run.returncode}"])
     raise RuntimeError(f"{compiler} could not build {what}: {errors}")
+
+
+def _remove_abandoned(folder: Path, stem: str) -> None:
+    """Remove the build folders of ``stem`` in ``folder`` older than any build can run."""
+    oldest = time.time() - 2 * _TIMEOUT
+    for left in folder.glob(f"{stem}-building-*"):
+        try:
+            if left.is_dir() and left.stat().st_mtime < oldest:
+                shutil.rmtree(left, ignore_errors=True)
+        except OSError:  # removed meanwhile by another process's sweep
+            pass
