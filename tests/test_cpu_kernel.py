@@ -1,6 +1,7 @@
 """The C loop: bit-identical to the elementwise form, in place and out of place, on every split
 of the work; and a clean fallback when it cannot be built."""
 
+import shutil
 import subprocess
 import sys
 
@@ -193,7 +194,7 @@ def test_without_a_compiler_apply_rope_falls_back_and_agrees(fresh_kernel_state,
     """With no C compiler the default paths of posenc.fast (above the small-input threshold,
     where the C loop would serve) fall back to the blocks and still give the reference's
     rotation: out of place, in place and through rope_qk."""
-    monkeypatch.setattr(cpu_kernel.shutil, "which", lambda name: None)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
     assert not cpu_kernel.available()
     assert cpu_kernel.status().startswith("no C compiler")
     x = torch.randn(2, 8, 300, 64)

@@ -212,6 +212,21 @@ def test_without_a_compiler_calls_read_their_keys_in_python(fresh, monkeypatch):
     assert host.status() == "no C++ compiler found ($CXX, c++, g++ or clang++)"
 
 
+def test_the_compiler_named_by_the_environment_comes_first(monkeypatch, tmp_path):
+    """``$CXX`` (or ``$CC``) when it names a program on the PATH, else the first of the
+    usual names found, else None."""
+    for name in ("mycxx", "g++"):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("CXX", "mycxx")
+    assert host._compiler() == str(tmp_path / "mycxx")
+    monkeypatch.setenv("CXX", "nonesuch")
+    assert host._compiler() == str(tmp_path / "g++")
+    monkeypatch.delenv("CC", raising=False)
+    assert _compiled.compiler("CC", ("cc", "gcc", "clang")) is None
+
+
 def test_a_build_that_fails_says_why(fresh, monkeypatch):
     monkeypatch.setattr(host, "_STANDARDS", ("-std=c++nonesuch",))
     assert not host.available()

@@ -3,8 +3,9 @@ of ``rope_qk``, ``rope_qk_triton``, ``apply_rope``, ``apply_rope_`` or ``rope_tr
 to one made before (shapes, strides, dtypes, devices, flags) is served by the launch that
 one made, with its own tensors, and skips the checks. Checked here under Triton's
 interpreter, with the calls' keys read in Python and in C++: the second of two calls gives
-what it gives when nothing is remembered, the same numbers, the same layout, the same error. The GPU's
-direct launch of a remembered call is checked in ``tests/test_triton_launch.py``.
+what it gives when nothing is remembered, the same numbers, the same layout, the same
+error. The GPU's direct launch of a remembered call is checked in
+``tests/test_triton_launch.py``.
 """
 
 from __future__ import annotations

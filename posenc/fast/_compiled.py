@@ -20,6 +20,15 @@ from pathlib import Path
 _TIMEOUT = 300  # seconds a compiler may take before the build gives up
 
 
+def compiler(variable: str, names: Sequence[str]) -> str | None:
+    """The path of the compiler named by the environment's ``variable``, else of the first
+    of ``names`` on the PATH, or None."""
+    for name in (os.environ.get(variable), *names):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
 def targets(
     stem: str, source: str, compiler: str, variants: Sequence[Sequence[str]], identity: str,
     suffix: str,

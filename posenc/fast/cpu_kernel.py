@@ -26,7 +26,6 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
-import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -165,10 +164,7 @@ _state: dict = {}
 
 
 def _compiler() -> str | None:
-    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
+    return _compiled.compiler("CC", ("cc", "gcc", "clang"))
 
 
 def _cpu_identity() -> str:

@@ -33,7 +33,6 @@ import importlib.machinery
 import importlib.util
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -215,10 +214,7 @@ _module = None
 
 
 def _compiler() -> str | None:
-    for name in (os.environ.get("CXX"), "c++", "g++", "clang++"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
+    return _compiled.compiler("CXX", ("c++", "g++", "clang++"))
 
 
 def _flags(standard: str) -> list[str]:

@@ -917,7 +917,7 @@ def _replay(plan: _Plan, q, k, positions, inv_freq, inplace, offset):
     everything = None
     if (
         direct is not None
-        and (-(2**31) <= offset < 2**31) == direct.small
+        and (-(2**31) <= offset < 2**31) == direct.small  # _offset_width's first, inline
         and direct.index == _current_device()
     ):
         everything = _launch_arguments(direct, sources, offset)
