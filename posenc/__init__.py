@@ -31,12 +31,14 @@ The package has three layers (``posenc/README.md`` draws them):
   :mod:`~posenc.decoder` (its forward pass by hand), :mod:`~posenc.device`, and ``_validate``;
 - **the fast path**, :mod:`posenc.fast`: the same RoPE built for speed (C loop, Triton,
   cached tables), opt-in, and measured by ``python -m posenc.bench``;
+- **the training experiment**, :mod:`posenc.train`: small decoders trained from scratch
+  with each encoding of the core and measured past their training length (torch alone);
 - **the book**, :mod:`posenc.book`, :mod:`posenc.plots`, :mod:`posenc.table` and
   :mod:`posenc.bench`: each chapter's views, figures, tables, animations and playgrounds.
 
-The core imports neither of the other two; importing ``posenc`` loads the core only, and
+The core imports none of the other layers; importing ``posenc`` loads the core only, and
 the other layers load when first named (``pe.fast``, ``pe.book``, ``pe.plots``,
-``pe.table``).
+``pe.table``, ``pe.train``).
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ _SUBMODULES = (
     "scaling",
     "smol",
     "table",
+    "train",
 )
 
 

@@ -3,6 +3,7 @@
 - the core (``posenc/*.py`` but ``plots`` and ``table``) imports only the core;
 - ``posenc.fast`` imports the core, never the chapters' helpers (``posenc.book``,
   ``posenc.plots``);
+- ``posenc.train`` (the training experiment) imports the core and torch alone;
 - ``posenc.book``, ``posenc.plots``, ``posenc.table`` and ``posenc.bench`` import anything
   below them;
 - the import graph has no cycle, counting imports inside functions too;
@@ -22,7 +23,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "posenc"
 
-NOT_CORE = ("posenc.fast", "posenc.book", "posenc.plots", "posenc.table", "posenc.bench")
+NOT_CORE = (
+    "posenc.fast",
+    "posenc.book",
+    "posenc.plots",
+    "posenc.table",
+    "posenc.bench",
+    "posenc.train",
+)
 HEAVY = ("matplotlib", "ipywidgets", "IPython", "sympy", "transformers", "triton")
 
 
@@ -112,6 +120,15 @@ def test_the_core_imports_only_the_core(name):
             assert module.split(".")[0] not in ("matplotlib", "ipywidgets", "IPython"), (
                 f"{name} imports {module}"
             )
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("posenc.train")))
+def test_training_imports_only_the_core_and_torch(name):
+    for module, _ in imports(MODULES[name]):
+        if module.startswith("posenc"):
+            assert is_core(module) or module.startswith("posenc.train"), f"{name} imports {module}"
+        else:
+            assert module.split(".")[0] not in HEAVY, f"{name} imports {module}"
 
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("posenc.fast")))
