@@ -11,7 +11,7 @@ measured number behind the answer.
 3. :func:`encodes_unseen_positions`: positions past the training length get vectors that
    exist, are new, and stay in the range of values seen in training. This is a proxy: it
    asks what a model *could* use, not whether a model trained on short sequences works on
-   longer ones (chapter 12 measures that).
+   longer ones (chapter 16 measures that, training a model with each encoding).
 4. :func:`deterministic`: the vectors come from a rule, not from a random draw (two
    independent "trainings" give the same table).
 5. :func:`extends_to_n_dimensions`: the axial 2-D version (half the features encode the

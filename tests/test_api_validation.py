@@ -102,6 +102,8 @@ RECORDS = {
     "claim_checks.Finding",
     "summary.Station",
     "plots.Layout",
+    "training_views.Spread",
+    "training_views.Conclusion",
 }
 WALKED_RECORDS = {"precision.Recipe"}
 
@@ -899,6 +901,65 @@ base(
 )
 base("smol.Smol.pieces", ids=lambda: [504, 3575])
 
+# --- the training experiment of chapter 16: tiny settings and models, the stored grid -------
+
+
+def _tiny_settings():
+    return posenc.train.Settings(steps=2, batch=2, eval_sequences=4)
+
+
+def _tiny_decoder():
+    return posenc.train.TinyDecoder("rope", vocab=18, width=8, heads=2, layers=1, max_positions=16)
+
+
+def _stored_run():
+    return dict(next(r for r in posenc.train.stored()["runs"] if r["encoding"] == "rope"))
+
+
+for _name in ("tasks.copy_batch", "tasks.recall_batch"):
+    base(
+        f"train.{_name}",
+        batch=lambda: 2,
+        n=lambda: 3,
+        symbols=lambda: 16,
+        gen=lambda: torch.Generator().manual_seed(0),
+    )
+base("train.tasks.sequence_length", task=lambda: "copy", n=lambda: 4)
+base("train.model.TinyDecoder", encoding=lambda: "rope", vocab=lambda: 18, max_positions=lambda: 16)
+base("train.model.TinyDecoder.forward", tokens=lambda: torch.zeros(2, 5, dtype=torch.long))
+base(
+    "train.run.evaluate",
+    model=_tiny_decoder,
+    task=lambda: "copy",
+    n=lambda: 3,
+    sequences=lambda: 4,
+    seed=lambda: 0,
+)
+base(
+    "train.run.train",
+    encoding=lambda: "nope",
+    task=lambda: "copy",
+    seed=lambda: 0,
+    settings=_tiny_settings,
+)
+base(
+    "train.run.grid",
+    encodings=lambda: ["nope"],
+    tasks=lambda: ["copy"],
+    seeds=lambda: [0],
+    settings=_tiny_settings,
+    workers=lambda: 1,
+)
+base("train.run.Settings.length", task=lambda: "copy")
+base("train.run.Settings.alphabet", task=lambda: "copy")
+base("train.load", path=lambda: posenc.train.STORED)
+for _name in ("spread", "accuracy_table", "accuracy_figure", "conclusions", "describe"):
+    base(f"training_views.{_name}", results=posenc.train.stored)
+base("training_views.spread", encoding=lambda: "rope", task=lambda: "copy", multiple=lambda: 2)
+base("training_views.accuracy_table", task=lambda: "recall")
+base("training_views.example", task=lambda: "recall", n=lambda: 2)
+base("training_views.live_check", run=_stored_run, results=posenc.train.stored)
+
 # Calls that need something this machine may not have: the Hub (network and a token), a GPU
 # with Triton. Their garbage is still fed (it must be refused before any of that is
 # needed); only the valid call is not made.
@@ -940,6 +1001,8 @@ INSTANCES: dict[str, Callable[[], object]] = {
     "properties.Verdict": lambda: posenc.properties.Verdict(True, 0.0, "max error"),
     "rope_nd_views.OffsetCheck": lambda: posenc.book.rope_nd_views.OffsetCheck(4, 3, 0.0, 0.0),
     "plots.Layout": lambda: posenc.plots.Layout(784.0, 12.0, "x", 400.0, 2),
+    "train.model.TinyDecoder": _tiny_decoder,
+    "train.run.Settings": _tiny_settings,
 }
 
 

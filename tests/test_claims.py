@@ -33,7 +33,7 @@ CLAIMS = {claim.key: claim for claim in claims.CLAIMS}
 def test_each_check_reproduces_the_recorded_verdict(claim):
     if claim.chapter == 15:
         pytest.skip(
-            "runs the 135M-parameter model: chapter 15 reports it and chapter 16 checks every "
+            "runs the 135M-parameter model: chapter 15 reports it and chapter 17 checks every "
             "verdict against the appendix, both under nbval"
         )
     finding = claims.check_claim(claim)

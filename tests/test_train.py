@@ -139,12 +139,11 @@ def test_the_model_refuses_what_it_cannot_run():
 # --- a run, the grid, the command -----------------------------------------------------------
 
 
-class _Copier(torch.nn.Module):
+class _Copier(tiny.TinyDecoder):
     """Answers a copy by looking ``n + 1`` tokens back: right every time."""
 
     def __init__(self, vocab: int):
-        super().__init__()
-        self.head = torch.nn.Linear(1, vocab)
+        super().__init__("nope", vocab=vocab, width=8, heads=2, layers=1)
 
     def forward(self, tokens):
         n = (tokens[0] == tasks.SEP).nonzero()[0, 0].item() - 1

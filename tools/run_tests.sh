@@ -4,7 +4,7 @@ set -euo pipefail
 . "$(dirname "$0")/venv.sh"
 python -m pip install --quiet -e ".[test]"
 # Offline unless told otherwise: without it a machine that cannot reach the Hugging Face Hub
-# gets a fallback warning on stderr in chapters 15 and 16, which strict nbval compares.
+# gets a fallback warning on stderr in chapters 15 and 17, which strict nbval compares.
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
 # What the chapters fetch, convert or compile on first use, made once before the tests (later
 # runs find it in the cache): chapter 15's model, from the Hub or offline from the

@@ -3,7 +3,7 @@
 Each check recomputes a claim of a source from scratch and returns a :class:`Finding`: a
 verdict (:data:`HOLDS`, :data:`CAVEAT` or :data:`WRONG`) and the measured facts behind it,
 as a short machine-independent string. :data:`posenc.book.claims.CLAIMS` ties each check to
-its claim, its source and the chapter section that discusses it; the chapter, chapter 16
+its claim, its source and the chapter section that discusses it; the chapter, chapter 17
 and the "Claims checked" appendix all run this one function.
 """
 
@@ -247,11 +247,13 @@ def _check_cyclical() -> Finding:
     k = torch.arange(1, 100_001, dtype=torch.float64)
     dist = torch.sqrt((2 - 2 * torch.cos(k[:, None] * w[None, :])).sum(-1))  # [K]
     nearest = int(k[dist.argmin()])
+    one, two = _spread("sinusoidal", "copy", 1), _spread("sinusoidal", "copy", 2)
     return Finding(
         _verdict(bool(dist.min() < 1e-3)),
         f"D = 64: the closest two positions within 100,000 of each other are {nearest} apart "
         f"(distance {dist.min().item():.2f}); two of them share an encoding: "
-        f"{_yes(bool(dist.min() < 1e-3))}",
+        f"{_yes(bool(dist.min() < 1e-3))}; yet a model trained with it copies {one} at its "
+        f"training length and {two} at twice it",
     )
 
 
@@ -691,18 +693,6 @@ def _unseen_pairs(inv_freq: torch.Tensor, trained: torch.Tensor, reach: int, len
     return int(((reach * inv_freq > seen * (1 + 1e-9)) & ~turned).sum())
 
 
-def _check_length_generalisation() -> Finding:
-    length, theta = 4096, rope_inv_freq(128)
-    raw = _unseen_pairs(theta, theta, 2 * (length - 1), length)
-    interp = position_interpolation_inv_freq(theta, 2.0)
-    scaled = _unseen_pairs(interp, theta, 2 * (length - 1), length)
-    return Finding(
-        _verdict(scaled == 0, caveat=raw > 0),
-        f"L = 4096, D = 128, at 2L: pairs at unseen angles {raw} without scaling, "
-        f"{scaled} with position interpolation",
-    )
-
-
 def _check_position_interpolation() -> Finding:
     length, theta = 8192, rope_inv_freq(128, 500000.0)
     interp = position_interpolation_inv_freq(theta, 8.0)
@@ -791,4 +781,91 @@ def _check_generalisation_in_a_model() -> Finding:
         f"against plain RoPE's perplexity at gap 4,000 (inside the trained length): gap 16,000, "
         f"plain RoPE, over 10x: {_yes(plain_breaks)}; llama3 and YaRN within 2x up to "
         f"64,000: {_yes(scaled_hold)}",
+    )
+
+
+# --- chapter 16: models trained with each encoding (the stored grid) -------------------------
+
+
+def _grid() -> dict:
+    """The stored grid of chapter 16: every encoding trained on copying and recall."""
+    from posenc import train
+
+    return train.stored()
+
+
+def _spread(encoding: str, task: str, multiple: int):
+    from posenc.book.training_views import spread
+
+    return spread(_grid(), encoding, task, multiple)
+
+
+def _check_absolute_beyond() -> Finding:
+    # each absolute encoding, on each task it learned (0.9 or more at 1x): at 2x it keeps
+    # less than 60% of that in every seed
+    kept, parts = [], []
+    for encoding in ("learned", "sinusoidal"):
+        for task in ("copy", "recall"):
+            one, two = _spread(encoding, task, 1), _spread(encoding, task, 2)
+            if one.low >= 0.9:
+                kept.append(two.high < 0.6 * one.low)
+                parts.append(f"{encoding} {task} {one.low:.2f}+ -> {two}")
+    return Finding(
+        _verdict(bool(kept) and all(kept)),
+        "answers right at 1x -> 2x the training length, over 3 seeds: " + "; ".join(parts),
+    )
+
+
+def _check_relative_better() -> Finding:
+    relative, absolute = ("alibi", "t5", "rope"), ("learned", "sinusoidal")
+    at2 = all(
+        min(_spread(r, t, 2).low for r in relative) > max(_spread(a, t, 2).high for a in absolute)
+        for t in ("copy", "recall")
+    )
+    rope4, learned4 = _spread("rope", "copy", 4), _spread("learned", "copy", 4)
+    rope_behind = rope4.high < learned4.high
+    return Finding(
+        _verdict(at2, caveat=rope_behind),
+        f"at 2x every relative method above both absolute ones in every seed, both tasks: "
+        f"{_yes(at2)}; copying at 4x: RoPE {rope4}, learned {learned4}, ALiBi "
+        f"{_spread('alibi', 'copy', 4)}",
+    )
+
+
+def _check_rope_generalises() -> Finding:
+    rope = {t: _spread("rope", t, 4) for t in ("copy", "recall")}
+    alibi = {t: _spread("alibi", t, 4) for t in ("copy", "recall")}
+    falls = all(rope[t].high < 0.6 and rope[t].high < alibi[t].low for t in rope)
+    return Finding(
+        _verdict(not falls),
+        f"answers right at 4x the training length: RoPE copy {rope['copy']}, recall "
+        f"{rope['recall']}; ALiBi copy {alibi['copy']}, recall {alibi['recall']}",
+    )
+
+
+def _check_sinusoidal_extrapolates() -> Finding:
+    sinusoidal, learned = _spread("sinusoidal", "copy", 2), _spread("learned", "copy", 2)
+    better = sinusoidal.low > learned.high
+    return Finding(
+        _verdict(better),
+        f"copying at 2x the training length: sinusoidal {sinusoidal}, learned {learned}; "
+        f"sinusoidal above in every seed: {_yes(better)}",
+    )
+
+
+def _check_rope_boost() -> Finding:
+    from posenc.book.training_views import loss_at
+
+    grid = _grid()
+    rope = min(_spread("rope", t, 1).low for t in ("copy", "recall"))
+    additive = max(_spread("learned", t, 1).low for t in ("copy", "recall"))
+    loss = loss_at(grid, "rope", "copy", 500)
+    others = min(
+        loss_at(grid, e, "copy", 500).low for e in ("nope", "learned", "sinusoidal", "alibi", "t5")
+    )
+    return Finding(
+        _verdict(rope >= 0.99 and loss.high < others, caveat=additive >= 0.95),
+        f"at 1x: RoPE {rope:.2f} or more, the learned table {additive:.2f} or more on its "
+        f"best task; copying loss at step 500: RoPE {loss.text(3)}, the other families "
+        f"{others:.3f} or more",
     )

@@ -1,14 +1,14 @@
-"""Tables of the claims: chapter 16's tallies and the "Claims checked" appendix.
+"""Tables of the claims: chapter 17's tallies and the "Claims checked" appendix.
 
 - :func:`source_tally`, :func:`format_source_tally` and :func:`format_findings`: the
-  verdicts found, by source and claim by claim, for chapter 16;
+  verdicts found, by source and claim by claim, for chapter 17;
 - :func:`claims_markdown` writes the appendix's list (``book/claims.md``): every claim with
   its source, verdict, finding and a link to the chapter section that shows it (found by
   its heading in the notebook), one block per claim so that the page wraps within the
   text column on any screen; :func:`update_claims_page` rewrites the list between the
   page's two markers.
 
-Chapter 16's tallies and lists are :class:`posenc.table.Table` objects: captioned HTML
+Chapter 17's tallies and lists are :class:`posenc.table.Table` objects: captioned HTML
 tables in a notebook, aligned text when printed.
 """
 

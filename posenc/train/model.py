@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc import relative
-from posenc._validate import check_even_dim, check_int, check_option
+from posenc._validate import check_even_dim, check_int, check_option, check_same_device
 from posenc.encodings import LearnedPositionalEmbedding, sinusoidal_encoding
 from posenc.rope import apply_rope, rope_inv_freq
 from posenc.scaling import p_rope_inv_freq
@@ -95,12 +95,13 @@ class TinyDecoder(nn.Module):
         if width % heads:
             raise ValueError(f"width must be a multiple of heads={heads}, got width={width}")
         head_dim = check_even_dim("width / heads", width // heads)
-        torch.manual_seed(seed)  # the initial weights: seeded, as the learned table below
         self.max_positions = max_positions
-        self.embed = nn.Embedding(vocab, width)
-        self.blocks = nn.ModuleList(_Block(width, heads) for _ in range(layers))
-        self.norm = nn.LayerNorm(width)
-        self.head = nn.Linear(width, vocab)
+        with torch.random.fork_rng(devices=[]):  # seeded weights, the caller's RNG untouched
+            torch.manual_seed(seed)
+            self.embed = nn.Embedding(vocab, width)
+            self.blocks = nn.ModuleList(_Block(width, heads) for _ in range(layers))
+            self.norm = nn.LayerNorm(width)
+            self.head = nn.Linear(width, vocab)
         if encoding == "learned":
             self.table = LearnedPositionalEmbedding(max_positions, width, seed=seed)
         elif encoding == "sinusoidal":
@@ -135,8 +136,17 @@ class TinyDecoder(nn.Module):
         """Logits ``[B, T, V]`` for ``tokens[B, T]``, each position seeing itself and those before.
 
         Raises:
-            ValueError: for a sequence longer than ``max_positions``.
+            TypeError: if ``tokens`` is not an integer tensor.
+            ValueError: for a shape other than ``[B, T]``, a sequence longer than
+                ``max_positions``, or tokens on another device than the model.
         """
+        if not isinstance(tokens, torch.Tensor):
+            raise TypeError(f"tokens must be a tensor of token ids, got {type(tokens).__name__}")
+        if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+            raise TypeError(f"tokens must hold integers, got dtype {tokens.dtype}")
+        if tokens.dim() != 2 or tokens.shape[1] < 1:
+            raise ValueError(f"tokens must be [B, T] with T >= 1, got shape {tuple(tokens.shape)}")
+        check_same_device(tokens=tokens, model=self.embed.weight)
         b, t = tokens.shape
         if t > self.max_positions:
             raise ValueError(
@@ -144,7 +154,7 @@ class TinyDecoder(nn.Module):
             )
         x = self.embed(tokens)  # [B, T, E]
         if self.encoding == "learned":
-            x = x + self.table(torch.arange(t))
+            x = x + self.table(torch.arange(t, device=tokens.device))
         elif self.encoding == "sinusoidal":
             x = x + self.sinusoid[:t]
         bias = self._bias(t)

@@ -45,6 +45,7 @@ class Settings:
         symbols: the size of each task's alphabet.
         eval_sequences: sequences scored at each length.
         threads: torch threads per run.
+        device: where the models train (``"cpu"``, ``"cuda"``); the data is drawn on the CPU.
     """
 
     steps: int = 1500
@@ -57,11 +58,14 @@ class Settings:
     symbols: tuple[tuple[str, int], ...] = (("copy", 16), ("recall", 64))
     eval_sequences: int = 512
     threads: int = 1
+    device: str = "cpu"
 
     def __post_init__(self):
         for name in ("steps", "batch", "width", "heads", "layers", "eval_sequences", "threads"):
             check_int(name, getattr(self, name), minimum=1)
         check_positive_float("lr", self.lr)
+        if not isinstance(self.device, str):
+            raise TypeError(f"device must be a str such as 'cpu' or 'cuda', got {self.device!r}")
         for name in ("lengths", "symbols"):
             value = getattr(self, name)
             if not (
@@ -124,8 +128,18 @@ def evaluate(model: TinyDecoder, task: str, n: int, sequences: int, seed: int) -
 
     Returns:
         Accuracy in ``[0, 1]`` (greedy: the most likely token, given the true ones before).
+
+    Raises:
+        TypeError, ValueError: for a model that is not a :class:`TinyDecoder`, an unknown
+            task, or a count or seed below its minimum.
     """
+    if not isinstance(model, TinyDecoder):
+        raise TypeError(f"model must be a TinyDecoder, got {type(model).__name__}")
     task = check_option("task", task, TASKS)
+    check_int("n", n, minimum=1)
+    check_int("sequences", sequences, minimum=1)
+    check_int("seed", seed, minimum=0)
+    device = model.head.weight.device
     gen = torch.Generator().manual_seed(seed)
     right = total = 0
     model.eval()
@@ -133,6 +147,7 @@ def evaluate(model: TinyDecoder, task: str, n: int, sequences: int, seed: int) -
         tokens, targets = TASKS[task](
             min(256, sequences - start), n, model.head.out_features - 2, gen
         )
+        tokens, targets = tokens.to(device), targets.to(device)
         scored = targets != IGNORE
         right += int(((model(tokens).argmax(-1) == targets) & scored).sum())
         total += int(scored.sum())
@@ -170,7 +185,7 @@ def train(
     length, symbols = settings.length(task), settings.alphabet(task)
     torch.set_num_threads(settings.threads)
     start = time.perf_counter()
-    model = _model(encoding, task, seed, settings)
+    model = _model(encoding, task, seed, settings).to(settings.device)
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.OneCycleLR(
         opt, max_lr=settings.lr, total_steps=settings.steps, pct_start=0.1
@@ -181,6 +196,7 @@ def train(
     for _ in range(settings.steps):
         n = int(torch.randint(1, length + 1, (1,), generator=gen))
         tokens, targets = TASKS[task](settings.batch, n, symbols, gen)
+        tokens, targets = tokens.to(settings.device), targets.to(settings.device)
         logits = model(tokens)  # [B, T, V]
         loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
         opt.zero_grad()
