@@ -53,7 +53,14 @@ from pathlib import Path
 
 import torch
 
-from posenc._validate import check_dict, check_int, check_option, check_str_sequence
+from posenc._validate import (
+    check_callable,
+    check_dict,
+    check_int,
+    check_int_sequence,
+    check_option,
+    check_str_sequence,
+)
 from posenc.decoder import _check_model, _check_token_ids, config_inv_freq, next_token_nll
 
 __all__ = [
@@ -66,7 +73,6 @@ __all__ = [
     "describe",
     "length_table",
     "live_point",
-    "main",
     "perplexity",
     "ratio_figure",
     "ratio_table",
@@ -155,6 +161,10 @@ def token_ids(smol, count: int = TOKENS) -> torch.Tensor:
     return ids[: count + 1].to(smol.model.lm_head.weight.device)
 
 
+def _ids_sha256(ids: torch.Tensor) -> str:
+    return hashlib.sha256(json.dumps(ids.tolist()).encode()).hexdigest()
+
+
 def run_settings(config, name: str, factor: float) -> tuple[torch.Tensor, float]:
     """The frequencies ``[D/2]`` and score factor of one run.
 
@@ -173,8 +183,9 @@ def run_settings(config, name: str, factor: float) -> tuple[torch.Tensor, float]
     Example:
         >>> import transformers
         >>> cfg = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4)
-        >>> run_settings(cfg, "p-RoPE", 2.0)[0].tolist()[-3:]
-        [0.0, 0.0, 0.0]
+        >>> inv_freq, scale = run_settings(cfg, "p-RoPE", 2.0)  # 8 pairs: the slowest 2 still
+        >>> inv_freq.tolist()[-3:], scale
+        ([0.0031622776601683794, 0.0, 0.0], 1.0)
     """
     from posenc.book.trained import scaled_inv_freq
     from posenc.scaling import p_rope_inv_freq
@@ -325,15 +336,23 @@ def run(
     runs = check_str_sequence("runs", runs)
     for name in runs:
         check_option("runs", name, RUNS)
+    for name, f in (("progress", progress), ("keep", keep)):
+        if f is not None:
+            check_callable(name, f)
     model = smol.model
     trained = int(model.config.max_position_embeddings)
     factor = max(1.0, tokens / trained)
+    if "window" in runs and (tokens <= trained or (tokens - trained) % BLOCK):
+        raise ValueError(
+            f"tokens must exceed the trained length {trained} by a multiple of {BLOCK} for the "
+            f"window run, got tokens={tokens}"
+        )
     ids = token_ids(smol, tokens)
     result = {
         "text": {
             "file": "posenc/book/data/python_reference.txt",
             "sha256": TEXT_SHA256,
-            "ids_sha256": hashlib.sha256(json.dumps(ids.tolist()).encode()).hexdigest(),
+            "ids_sha256": _ids_sha256(ids),
         },
         "model": {"source": smol.source, "describe": smol.describe()},
         "machine": _machine(),
@@ -373,15 +392,17 @@ def stored(path=None) -> dict:
     """
     if path is None:
         data = (importlib.resources.files("posenc.book") / "results" / _RESULT).read_text()
-    else:
+    elif isinstance(path, (str, os.PathLike)):
         data = Path(path).read_text()
+    else:
+        raise TypeError(f"path must be a path or None, got {path!r} ({type(path).__name__})")
     result = json.loads(data)
     return _check_result(result)
 
 
 def _check_result(result: object) -> dict:
     result = check_dict("result", result)
-    for key in ("runs", "block", "tokens", "trained", "model", "factor"):
+    for key in ("runs", "block", "tokens", "trained", "model", "factor", "text"):
         if key not in result:
             raise ValueError(f"result must be what long_text.run returns; it lacks {key!r}")
     return result
@@ -394,7 +415,7 @@ def _losses(result: dict, name: str) -> tuple[torch.Tensor, int]:
         inside = result["trained"] // result["block"]
         within = _losses(result, "none")[0][:inside]
         return torch.cat([within, _losses(result, "window")[0]]), 0
-    if name not in result["runs"]:
+    if not isinstance(name, str) or name not in result["runs"]:
         raise ValueError(f"name must be a run of the result {sorted(result['runs'])}, got {name!r}")
     first = result["trained"] if name == "window" else 0
     return torch.tensor(result["runs"][name]["losses"], dtype=torch.float64), first
@@ -403,6 +424,8 @@ def _losses(result: dict, name: str) -> tuple[torch.Tensor, int]:
 def _span(result: dict, name: str, start: int, stop: int) -> torch.Tensor:
     losses, first = _losses(result, name)
     block = result["block"]
+    check_int("start", start, minimum=0)
+    check_int("stop", stop, minimum=0)
     if start % block or stop % block or not first <= start < stop <= first + block * len(losses):
         raise ValueError(
             f"start and stop must be multiples of {block} within the run "
@@ -476,6 +499,14 @@ def ratios(
         >>> ratios(stored(), "none", 0, 1024, against="none").tolist()
         [1.0, 1.0]
     """
+    result = _check_result(result)
+    check_int("start", start, minimum=0)
+    check_int("stop", stop, minimum=0)
+    if not (isinstance(against, str) and (against == "baseline" or against in result["runs"])):
+        raise ValueError(
+            f"against must be 'baseline' or a run of the result {sorted(result['runs'])}, "
+            f"got {against!r}"
+        )
     mine = block_perplexities(result, name, start, stop, size=size)
     return mine / block_perplexities(result, against, start, stop, size=size)
 
@@ -507,12 +538,14 @@ def _label(name: str) -> str:
     return {"none": "plain RoPE", "p-RoPE": "p-RoPE (p = 0.75)"}.get(name, name)
 
 
-def length_table(result: dict, lengths: Sequence[int] = (2048, 4096, 8192, 16384)):
+def length_table(
+    result: dict, lengths: Sequence[int] = (2048, 4096, 8192, 16384), *, size: int = 512
+):
     """Perplexity of each run on the text's first ``n`` tokens, for each ``n``.
 
     Returns:
         A :class:`posenc.table.Table`: one row per run (plain RoPE first), one column per
-        length, and the spread over blocks of 512 tokens beside each value (lowest to
+        length, and the spread over blocks of ``size`` tokens beside each value (lowest to
         highest block).
 
     Example:
@@ -522,13 +555,15 @@ def length_table(result: dict, lengths: Sequence[int] = (2048, 4096, 8192, 16384
     from posenc.table import Table
 
     result = _check_result(result)
+    lengths = check_int_sequence("lengths", lengths, minimum=1)
+    check_int("size", size, minimum=1)
     rows = []
     for name in result["runs"]:
         if name == "window":
             continue
         row = [_label(name)]
         for n in lengths:
-            blocks = block_perplexities(result, name, 0, n)
+            blocks = block_perplexities(result, name, 0, n, size=size)
             row.append(
                 f"{perplexity(result, name, 0, n):.1f} "
                 f"({blocks.min().item():.0f} to {blocks.max().item():.0f})"
@@ -540,7 +575,7 @@ def length_table(result: dict, lengths: Sequence[int] = (2048, 4096, 8192, 16384
         rows,
         caption=(
             f"Perplexity of SmolLM2 on the first n tokens of the text, and in brackets the "
-            f"lowest and highest of its blocks of 512 tokens. The recipes use factor {factor:g} "
+            f"lowest and highest of its blocks of {size} tokens. The recipes use factor {factor:g} "
             f"at every length (trained on {result['trained']:,} positions)."
         ),
     )
@@ -561,6 +596,7 @@ def ratio_table(result: dict, *, size: int = 512):
     from posenc.table import Table
 
     result = _check_result(result)
+    check_int("size", size, minimum=1)
     trained, tokens = result["trained"], result["tokens"]
 
     def cell(r):
@@ -612,6 +648,7 @@ def ratio_figure(result: dict, names: Sequence[str] | None = None, *, size: int 
     names = check_str_sequence("names", names)
     if len(names) > plots.MAX_LINES:
         raise ValueError(f"names must hold at most {plots.MAX_LINES} runs, got {len(names)}")
+    check_int("size", size, minimum=1)
     tokens, trained = result["tokens"], result["trained"]
     middle = (torch.arange(tokens // size) + 0.5) * size
     fig, ax = plots.figure(height=3.6)
@@ -646,7 +683,9 @@ def live_point(smol, result: dict, tokens: int = 1024) -> dict[str, float]:
         tokens: how many tokens to predict (a multiple of the stored block).
 
     Returns:
-        ``{"stored": ppl, "live": ppl, "difference": |live / stored - 1|}``.
+        ``{"stored": ppl, "live": ppl, "difference": |live / stored - 1|, "same tokens":
+        bool}``, the last saying whether ``smol`` tokenizes the text into the stored run's
+        tokens.
 
     Raises:
         ValueError: if ``smol`` is another copy than the stored run's, or for ``tokens``
@@ -662,15 +701,18 @@ def live_point(smol, result: dict, tokens: int = 1024) -> dict[str, float]:
 
     smol = _check_smol(smol)
     result = _check_result(result)
+    check_int("tokens", tokens, minimum=1)
     if smol.source != result["model"]["source"]:
         raise ValueError(
             f"smol must be the stored run's copy of the model ({result['model']['source']!r}), "
             f"got {smol.source!r}: load it with posenc.smol.load({result['model']['source']!r})"
         )
     want = perplexity(result, "none", 0, tokens)
-    losses = next_token_nll(smol.model, token_ids(smol, tokens))
+    ids = token_ids(smol, result["tokens"])
+    same = _ids_sha256(ids) == result["text"]["ids_sha256"]
+    losses = next_token_nll(smol.model, ids[: tokens + 1])
     got = math.exp(losses.double().mean().item())
-    return {"stored": want, "live": got, "difference": abs(got / want - 1)}
+    return {"stored": want, "live": got, "difference": abs(got / want - 1), "same tokens": same}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
