@@ -851,6 +851,8 @@ def _k_rows():
 
 VALUES["model"] = _tiny_llama
 VALUES["smol"] = _tiny_smol
+
+
 @functools.cache
 def _tiny_long_run_once():
     """A long-text run (posenc.book.long_text.run) of a tiny model trained on 128 positions,
@@ -911,7 +913,9 @@ for _name in (
 for _name in ("long_text.perplexity", "long_text.block_perplexities", "long_text.ratios"):
     base(_name, name=lambda: "PI")
 base("long_text.block_perplexities", size=lambda: 128)
-base("long_text.ratios", start=lambda: 0, stop=lambda: 128, against=lambda: "none", size=lambda: 128)
+base(
+    "long_text.ratios", start=lambda: 0, stop=lambda: 128, against=lambda: "none", size=lambda: 128
+)
 base("long_text.length_table", lengths=lambda: [128], size=lambda: 128)
 base("long_text.ratio_table", size=lambda: 128)
 base("long_text.ratio_figure", names=lambda: ["PI"], size=lambda: 128)

@@ -835,7 +835,8 @@ def probe_figure(probe: dict[str, list[float]], trained: int, *, xlabel: str, ti
     spans = probe["span"]
     palette = [c for k, c in plots.COLORS.items() if k != "ink"]
     for i, name in enumerate(names):
-        ax.plot(spans, probe[name], "o-", ms=4, color=palette[i % len(palette)], label=name)
+        label = "plain RoPE" if name == "none" else name
+        ax.plot(spans, probe[name], "o-", ms=4, color=palette[i % len(palette)], label=label)
     ax.axvline(trained, color=plots.COLORS["ink"], lw=0.8, ls=":")
     ax.text(trained * 1.05, 0.95, "trained length", va="top", transform=ax.get_xaxis_transform())
     ax.set_xscale("log")
