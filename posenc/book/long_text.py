@@ -534,6 +534,14 @@ def describe(result: dict) -> str:
     )
 
 
+_DASH = "\u2013"  # an en dash, between the ends of a range
+
+
+def _short(value: float) -> str:
+    """Two decimals below 10, none above: ``1.03``, ``130``."""
+    return f"{value:.2f}" if value < 10 else f"{value:.0f}"
+
+
 def _label(name: str) -> str:
     return {"none": "plain RoPE", "p-RoPE": "p-RoPE (p = 0.75)"}.get(name, name)
 
@@ -564,10 +572,8 @@ def length_table(
         row = [_label(name)]
         for n in lengths:
             blocks = block_perplexities(result, name, 0, n, size=size)
-            row.append(
-                f"{perplexity(result, name, 0, n):.1f} "
-                f"({blocks.min().item():.0f} to {blocks.max().item():.0f})"
-            )
+            low, high = blocks.min().item(), blocks.max().item()
+            row.append(f"{perplexity(result, name, 0, n):.1f} ({low:.0f}{_DASH}{high:.0f})")
         rows.append(row)
     factor = result["factor"]
     return Table(
@@ -575,7 +581,7 @@ def length_table(
         rows,
         caption=(
             f"Perplexity of SmolLM2 on the first n tokens of the text, and in brackets the "
-            f"lowest and highest of its blocks of {size} tokens. The recipes use factor {factor:g} "
+            f"lowest to the highest of its blocks of {size} tokens. The recipes use factor {factor:g} "
             f"at every length (trained on {result['trained']:,} positions)."
         ),
     )
@@ -600,7 +606,8 @@ def ratio_table(result: dict, *, size: int = 512):
     trained, tokens = result["trained"], result["tokens"]
 
     def cell(r):
-        return f"x{r.median().item():.2f} ({r.min().item():.2f} to {r.max().item():.2f})"
+        low, mid, high = (_short(v.item()) for v in (r.min(), r.median(), r.max()))
+        return f"x{mid} ({low}{_DASH}{high})"
 
     rows = [
         [
@@ -617,7 +624,7 @@ def ratio_table(result: dict, *, size: int = 512):
         caption=(
             f"Perplexity over plain RoPE's on the same tokens, never run past {trained:,} "
             f"positions (past them, windows of {trained:,} tokens): the median of the blocks "
-            f"of {size} tokens in each part, and in brackets the lowest and highest."
+            f"of {size} tokens in each part, and in brackets the lowest to the highest."
         ),
     )
 
@@ -758,8 +765,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=(
             "Score SmolLM2-135M on 16,384 tokens of the Python Language Reference with plain "
             "RoPE, PI, NTK-aware, YaRN, llama3 and p-RoPE, and plain RoPE in windows of the "
-            "trained length; write the per-block losses as JSON. About 45 minutes on a 2-core "
-            "CPU."
+            "trained length; write the per-block losses as JSON. The stored run took 32 minutes on "
+            "a 2-core CPU."
         ),
     )
     here = importlib.resources.files("posenc.book") / "results" / _RESULT
