@@ -534,7 +534,7 @@ def describe(result: dict) -> str:
     )
 
 
-_DASH = "\u2013"  # an en dash, between the ends of a range
+_DASH = "\u2060\u2013\u2060"  # an en dash between the ends of a range, never broken at
 
 
 def _short(value: float) -> str:
