@@ -12,7 +12,9 @@ One layer, for a sequence ``x[B, T, E]``:
    ``q[B, H, T, D]``, ``k, v[B, H_kv, T, D]``;
 2. **RoPE**: ``q = rope(q, positions)``, ``k = rope(k, positions)``; keys are rotated once,
    when they are made, and kept rotated in the cache;
-3. causal attention in token order, each key/value head shared by ``H / H_kv`` query heads;
+3. causal attention in token order, each key/value head shared by ``H / H_kv`` query heads
+   (through ``scaled_dot_product_attention``, which never holds the ``[B, H, T, S]`` scores of a
+   long text at once, unless ``observe`` asks for the weights);
 4. ``x = x + attention W_o``; ``x = x + W_down(silu(W_gate h) * W_up h)`` with
    ``h = rms_norm(x)``.
 
@@ -41,7 +43,14 @@ from posenc._validate import (
 )
 from posenc.rope import _check_inv_freq, apply_rope, rope_inv_freq
 
-__all__ = ["KVCache", "config_inv_freq", "config_rope_base", "forward", "generate"]
+__all__ = [
+    "KVCache",
+    "config_inv_freq",
+    "config_rope_base",
+    "forward",
+    "generate",
+    "next_token_nll",
+]
 
 Rope = Callable[..., torch.Tensor]
 
@@ -284,6 +293,7 @@ def forward(
         observe: called after each layer's attention as
             ``observe(layer, q, k, weights)`` with the queries ``[B, H, T, D]`` and keys
             ``[B, H_kv, T, D]`` before rotation and the attention weights ``[B, H, T, S]``.
+            Without it the weights are never formed whole (see the module's docstring).
 
     Returns:
         float32 logits ``[B, T, V]`` (``[1, T, V]`` for 1-D ``ids``).
@@ -304,6 +314,104 @@ def forward(
         >>> torch.allclose(ours, model(ids).logits, atol=1e-5)
         True
     """
+    states = _final_states(
+        model,
+        ids,
+        positions,
+        rope=rope,
+        inv_freq=inv_freq,
+        layout=layout,
+        score_scale=score_scale,
+        cache=cache,
+        observe=observe,
+    )
+    return model.lm_head(states).to(states.dtype)
+
+
+@torch.no_grad()
+def next_token_nll(
+    model,
+    ids: torch.Tensor,
+    positions=None,
+    *,
+    rope: Rope = apply_rope,
+    inv_freq: torch.Tensor | None = None,
+    layout: str = "half",
+    score_scale: float = 1.0,
+    chunk: int = 1024,
+) -> torch.Tensor:
+    """Each next token's negative log-likelihood under :func:`forward`, for a long text.
+
+    The same pass as :func:`forward`, but the logits ``[T, V]`` (3.2 GB for 16,384 tokens
+    and SmolLM2's 49,152 tokens) are made ``chunk`` positions at a time and reduced to the
+    loss at once.
+
+    Args:
+        model, positions, rope, inv_freq, layout, score_scale: as for :func:`forward`.
+        ids: token ids ``[T]``, ``T >= 2``.
+        chunk: how many positions' logits to hold at a time (at least 1).
+
+    Returns:
+        float32 ``[T - 1]``, in nats: entry ``t`` is ``-log p(ids[t + 1] | ids[0..t])``.
+
+    Raises:
+        TypeError, ValueError: as :func:`forward`, for fewer than 2 ids, or a ``chunk``
+            that is not a positive int.
+
+    Example:
+        >>> import torch, transformers
+        >>> cfg = transformers.LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64,
+        ...     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+        >>> model = transformers.LlamaForCausalLM(cfg).eval()
+        >>> ids = torch.tensor([3, 14, 15, 9, 26])
+        >>> logits = model(ids[None]).logits[0, :-1]
+        >>> want = torch.nn.functional.cross_entropy(logits, ids[1:], reduction="none")
+        >>> torch.allclose(next_token_nll(model, ids, chunk=2), want, atol=1e-5)
+        True
+    """
+    ids = _check_token_ids(ids, _check_model(model), dims=(1,), min_length=2)
+    chunk = check_int("chunk", chunk, minimum=1)
+    states = _final_states(
+        model,
+        ids,
+        positions,
+        rope=rope,
+        inv_freq=inv_freq,
+        layout=layout,
+        score_scale=score_scale,
+        cache=None,
+        observe=None,
+    )[0, :-1]  # [T - 1, E]: each position predicts the next token
+    targets = ids[1:]
+    losses = [
+        F.cross_entropy(
+            model.lm_head(states[i : i + chunk]).float(), targets[i : i + chunk], reduction="none"
+        )
+        for i in range(0, targets.shape[0], chunk)
+    ]
+    return torch.cat(losses)
+
+
+def _attend(q, k, v, *, scale: float, start: int, weights: bool):
+    """Causal attention of ``q[B, H, T, D]`` to ``k, v[B, H, S, D]``; queries sit at
+    ``start .. start + T - 1`` of the ``S`` keys. Returns ``(out [B, H, T, D], weights)``,
+    the weights ``[B, H, T, S]`` only when asked for (else None)."""
+    t, s = q.shape[2], k.shape[2]
+    if not weights:  # no [B, H, T, S] in memory at once
+        if start == 0:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale), None
+        allowed = torch.ones(t, s, dtype=torch.bool, device=q.device).tril(start)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=scale), None
+    later = torch.ones(t, s, dtype=torch.bool, device=q.device).triu(start + 1)
+    w = (q @ k.transpose(-1, -2) * scale).masked_fill(later, float("-inf")).softmax(dim=-1)
+    return w @ v, w
+
+
+def _final_states(
+    model, ids, positions, *, rope, inv_freq, layout, score_scale, cache, observe
+) -> torch.Tensor:
+    """The last layer's normalised states ``[B, T, E]`` (float32, or float64): :func:`forward`
+    without the output layer."""
     device = _check_model(model)
     ids = _check_ids(ids, device)
     positions = _check_positions(positions, ids, cache)
@@ -328,6 +436,7 @@ def forward(
     x = x.to(dtype)
     p = positions[:, None, :].to(x.device)  # [B, 1, T]: one row of positions for all heads
     start = 0 if cache is None else cache.length
+    scale = score_scale / math.sqrt(head_dim)
     for index, layer in enumerate(inner.layers):
         att = layer.self_attn
         h = _rms_norm(x, layer.input_layernorm)
@@ -346,13 +455,12 @@ def forward(
         group = heads // kv_heads
         k_all = k_rot.repeat_interleave(group, dim=1)  # [B, H, S, D]
         v_all = v.repeat_interleave(group, dim=1)
-        scores = q_rot @ k_all.transpose(-1, -2) * (score_scale / math.sqrt(q.shape[-1]))
-        t, s = q.shape[2], k_all.shape[2]
-        later = torch.ones(t, s, dtype=torch.bool, device=x.device).triu(start + 1)
-        weights = scores.masked_fill(later, float("-inf")).softmax(dim=-1)  # [B, H, T, S]
+        out, weights = _attend(
+            q_rot, k_all, v_all, scale=scale, start=start, weights=observe is not None
+        )  # [B, H, T, D], [B, H, T, S] or None
         if observe is not None:
             observe(index, q, k, weights)
-        out = (weights @ v_all).transpose(1, 2).reshape(x.shape[0], t, -1)
+        out = out.transpose(1, 2).reshape(x.shape[0], q.shape[2], -1)
         x = x + F.linear(out, att.o_proj.weight, att.o_proj.bias)
         h = _rms_norm(x, layer.post_attention_layernorm)
         mlp = layer.mlp
@@ -361,7 +469,7 @@ def forward(
         cache.positions = (
             p[:, 0] if cache.positions is None else torch.cat([cache.positions, p[:, 0]], -1)
         )
-    return model.lm_head(_rms_norm(x, inner.norm)).to(dtype)
+    return _rms_norm(x, inner.norm).to(dtype)
 
 
 @torch.no_grad()

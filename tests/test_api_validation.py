@@ -853,16 +853,40 @@ def _k_rows():
 
 VALUES["model"] = _tiny_llama
 VALUES["smol"] = _tiny_smol
+
+
+@functools.cache
+def _tiny_long_run_once():
+    """A long-text run (posenc.book.long_text.run) of a tiny model trained on 128 positions,
+    over 256 tokens: plain RoPE, PI and the windows past 128."""
+    import transformers
+
+    config = _tiny_config()
+    config.max_position_embeddings = 128
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    smol = posenc.smol.Smol("offline", _tiny_smol().tokenizer, model)
+    return posenc.book.long_text.run(smol, tokens=256, runs=["none", "PI", "window"])
+
+
+def _tiny_long_run():
+    import copy
+
+    return copy.deepcopy(_tiny_long_run_once())
+
+
 for _name in (
     "decoder.forward",
+    "decoder.next_token_nll",
     "decoder.generate",
     "trained.position_ablation",
+    "trained.previous_token_ablation",
     "trained.shift_drift",
     "trained.swap_check",
     "trained.head_statistics",
     "trained.frequency_removal",
-    "trained.stride_probe",
     "trained.gap_probe",
+    "long_text.score",
 ):
     base(_name, ids=_tiny_ids)
 base("decoder.config_inv_freq", config=_tiny_config)
@@ -873,7 +897,31 @@ base("trained.nll", logits=lambda: torch.zeros(3, 4), ids=lambda: torch.tensor([
 base("trained.perplexity", logits=lambda: torch.zeros(3, 4), ids=lambda: torch.tensor([0, 1, 2]))
 base("trained.shift_drift", shifts=lambda: [0, 10], recipes=lambda: ["fp32 angles"])
 base("trained.frequency_removal", fractions=lambda: [0.25])
-base("trained.stride_probe", strides=lambda: [1, 2], methods=lambda: ["none"])
+base("long_text.score", name=lambda: "none")
+base("long_text.run_settings", config=_tiny_config, name=lambda: "YaRN")
+base("long_text.run", tokens=lambda: 128, runs=lambda: ["none"])
+base("long_text.token_ids", count=lambda: 8)
+for _name in (
+    "long_text.perplexity",
+    "long_text.block_perplexities",
+    "long_text.ratios",
+    "long_text.describe",
+    "long_text.length_table",
+    "long_text.ratio_table",
+    "long_text.ratio_figure",
+    "long_text.live_point",
+):
+    base(_name, result=_tiny_long_run)
+for _name in ("long_text.perplexity", "long_text.block_perplexities", "long_text.ratios"):
+    base(_name, name=lambda: "PI")
+base("long_text.block_perplexities", size=lambda: 128)
+base(
+    "long_text.ratios", start=lambda: 0, stop=lambda: 128, against=lambda: "none", size=lambda: 128
+)
+base("long_text.length_table", lengths=lambda: [128], size=lambda: 128)
+base("long_text.ratio_table", size=lambda: 128)
+base("long_text.ratio_figure", names=lambda: ["PI"], size=lambda: 128)
+base("long_text.live_point", tokens=lambda: 128)
 base("trained.gap_probe", gaps=lambda: [0, 100], methods=lambda: ["none", "PI"])
 base("trained.energy_figure", stats=_tiny_stats)
 base("trained.heads_figure", stats=_tiny_stats)

@@ -253,3 +253,55 @@ def test_every_tensor_it_makes_follows_the_inputs_device(model):
     assert decoder.forward(meta, ids[3:], cache=cache).device.type == "meta"
     with pytest.raises(ValueError, match="device"):
         decoder.forward(meta, IDS)  # ids on the CPU, weights elsewhere
+
+
+def _materialised(model, ids, positions=None, **kwargs):
+    """forward through the path that forms every [B, H, T, S] weight (observe asks for them)."""
+    return decoder.forward(model, ids, positions, observe=lambda *args: None, **kwargs)
+
+
+@pytest.mark.parametrize("score_scale", [1.0, 1.3])
+@pytest.mark.parametrize("positions", [None, torch.tensor([7, 3, 0, 0, 12, 5, 5, 40])])
+def test_the_memory_efficient_path_equals_the_weights_written_out(model, score_scale, positions):
+    """Without ``observe`` attention runs through ``scaled_dot_product_attention`` (causal,
+    never forming the weights); with it, the weights are formed and softmaxed as written:
+    the same logits, for given positions and a score factor (YaRN's) alike."""
+    fast = decoder.forward(model, BATCH, positions, score_scale=score_scale)
+    slow = _materialised(model, BATCH, positions, score_scale=score_scale)
+    assert torch.allclose(fast, slow, atol=1e-10)
+    if score_scale != 1.0:  # the factor reaches the memory-efficient path too
+        assert not torch.allclose(fast, decoder.forward(model, BATCH, positions), atol=1e-4)
+
+
+@pytest.mark.parametrize("split", [1, 5])
+def test_a_cache_on_the_memory_efficient_path_masks_as_written_out(model, split):
+    """With a cache the new queries sit after the cached keys: the mask SDPA gets lets query
+    ``i`` see keys ``0 .. start + i``, as the written-out mask does."""
+    fast_cache, slow_cache = decoder.KVCache(), decoder.KVCache()
+    decoder.forward(model, IDS[:split], cache=fast_cache)
+    _materialised(model, IDS[:split], cache=slow_cache)
+    fast = decoder.forward(model, IDS[split:], cache=fast_cache)
+    slow = _materialised(model, IDS[split:], cache=slow_cache)
+    assert torch.allclose(fast, slow, atol=1e-10)
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 100])
+def test_next_token_nll_is_the_cross_entropy_of_the_logits(model, chunk):
+    """``next_token_nll`` holds ``chunk`` positions' logits at a time: whatever the chunk, the
+    loss of token t + 1 given tokens 0..t from the full logits, with scaled frequencies and
+    a score factor passed through."""
+    inv_freq = pe.rope_inv_freq(8, 100.0) / 2
+    logits = decoder.forward(model, IDS, inv_freq=inv_freq, score_scale=1.2)[0]
+    want = torch.nn.functional.cross_entropy(logits[:-1], IDS[1:], reduction="none")
+    got = decoder.next_token_nll(model, IDS, inv_freq=inv_freq, score_scale=1.2, chunk=chunk)
+    assert got.dtype == torch.float32 and got.shape == (len(IDS) - 1,)
+    assert torch.allclose(got.double(), want, atol=1e-5)
+
+
+def test_next_token_nll_refuses_what_it_cannot_score(model):
+    with pytest.raises(ValueError, match=r"T >= 2"):
+        decoder.next_token_nll(model, IDS[:1])
+    with pytest.raises(ValueError, match=r"\[T\] with"):
+        decoder.next_token_nll(model, BATCH)
+    with pytest.raises(ValueError, match="chunk"):
+        decoder.next_token_nll(model, IDS, chunk=0)

@@ -745,10 +745,10 @@ def _check_shift_in_a_model() -> Finding:
 
 
 def _check_p_rope_in_a_model() -> Finding:
-    from posenc.book import trained
+    from posenc.book import long_text, trained
     from posenc.decoder import forward
 
-    model, ids = _smol_text(48)
+    model, ids = _smol_text(96)
     stats = trained.head_statistics(model, ids)
     quarter = stats["q_share"].shape[-1] // 4
     q = stats["q_share"].mean(dim=(0, 1))  # [D/2]: over layers and heads
@@ -757,30 +757,96 @@ def _check_p_rope_in_a_model() -> Finding:
         q[-quarter:].sum() > q[:quarter].sum() and k[-quarter:].sum() > k[:quarter].sum()
     )
     base = trained.perplexity(forward(model, ids), ids)
-    removed = trained.frequency_removal(model, ids, [0.25])
-    slow_cheap = removed["slowest"][0] < 1.1 * base
-    fast_costly = removed["fastest"][0] > 3 * base
+    fast_costly = trained.frequency_removal(model, ids, [0.25])["fastest"][0] > 3 * base
+    previous = stats["previous"]  # [L, H]
+    heads = previous > 0.5  # the previous-token heads
+    without = trained.previous_token_ablation(model, ids, 0.25)["fastest removed"]
+    heads_lose = bool(heads.any() and (without[heads] < 0.25 * previous[heads]).all())
+    return _p_rope_finding(
+        long_text.stored(),
+        {"slow heavier": slow_heavier, "fast costly": fast_costly, "heads lose": heads_lose},
+    )
+
+
+def _p_rope_finding(run: dict, short: dict[str, bool]) -> Finding:
+    """The p-RoPE claim's verdict from a long-text run (:func:`posenc.book.long_text.run`)
+    and facts measured on a short text (``short``: ``"slow heavier"``, ``"fast costly"``,
+    ``"heads lose"``, as :func:`_check_p_rope_in_a_model` measures them).
+
+    Removing the slowest quarter's rotation "costs little" where it stays within 5% of plain
+    RoPE's perplexity over the trained length, no block of 512 tokens more than 10% worse.
+
+    Example:
+        >>> from posenc.book import long_text
+        >>> facts = {"slow heavier": True, "fast costly": True, "heads lose": True}
+        >>> _p_rope_finding(long_text.stored(), facts).verdict in VERDICTS
+        True
+    """
+    from posenc.book import long_text
+
+    trained = run["trained"]
+    cost = {
+        n: long_text.perplexity(run, "p-RoPE", 0, n) / long_text.perplexity(run, "none", 0, n)
+        for n in (min(2048, trained), trained)
+    }
+    blocks = long_text.ratios(run, "p-RoPE", 0, trained, against="none")
+    cheap = cost[trained] < 1.05 and blocks.max().item() < 1.10
+    fast = short["fast costly"] and short["heads lose"]
+    costs = ", ".join(f"x{value:.2f} over the first {n:,}" for n, value in cost.items())
     return Finding(
-        _verdict(slow_heavier and slow_cheap and fast_costly),
-        f"slowest quarter of the pairs heavier than the fastest: {_yes(slow_heavier)}; "
-        f"without its rotation perplexity within 10%: {_yes(slow_cheap)}; without the "
-        f"fastest quarter's over 3x: {_yes(fast_costly)}",
+        _verdict(cheap and fast),
+        f"{run['tokens']:,} tokens of text (stored run), the slowest quarter unrotated: "
+        f"perplexity {costs} (blocks of 512 tokens x{blocks.min().item():.2f} to "
+        f"x{blocks.max().item():.2f}); 96 tokens: the slowest quarter holds more of the query "
+        f"and key norm than the fastest: {_yes(short['slow heavier'])}; without the fastest "
+        f"quarter's rotation perplexity over 3x: {_yes(short['fast costly'])}, and the "
+        f"previous-token heads keep under a quarter of their attention to the previous token: "
+        f"{_yes(short['heads lose'])}",
     )
 
 
 def _check_generalisation_in_a_model() -> Finding:
-    from posenc.book import trained
+    from posenc.book import long_text
 
-    model, ids = _smol_text(96)
-    probe = trained.gap_probe(model, ids, [4000, 16000, 64000], ("none", "llama3", "YaRN"))
-    near = probe["none"][0]
-    plain_breaks = probe["none"][1] > 10 * near
-    scaled_hold = all(v < 2 * near for name in ("llama3", "YaRN") for v in probe[name][1:])
+    return _generalisation_finding(long_text.stored())
+
+
+def _generalisation_finding(run: dict) -> Finding:
+    """The verdict on "RoPE generalises excellently to longer sequences" from a long-text
+    run (:func:`posenc.book.long_text.run`).
+
+    Past the trained length each run is compared, block by block, with plain RoPE in windows
+    of the trained length on the same tokens. Plain RoPE generalises if its perplexity there
+    stays within 10% of the windows'; a recipe "holds up" if it does so too and costs under
+    10% inside the trained length.
+
+    Example:
+        >>> from posenc.book import long_text
+        >>> _generalisation_finding(long_text.stored()).verdict in VERDICTS
+        True
+    """
+    from posenc.book import long_text
+
+    trained, tokens = run["trained"], run["tokens"]
+    window = long_text.perplexity(run, "window", trained, tokens)
+    past, held = {}, []
+    for name in ("none", *long_text.FACTOR_RUNS):
+        past[name] = long_text.perplexity(run, name, trained, tokens) / window
+        inside = long_text.perplexity(run, name, 0, trained) / long_text.perplexity(
+            run, "none", 0, trained
+        )
+        if name != "none" and past[name] < 1.10 and inside < 1.10:
+            held.append(name)
+    plain_holds = past["none"] < 1.10
+    blocks = long_text.ratios(run, "none", trained, tokens)
+    ratios = ", ".join(f"{name} x{value:.2f}" for name, value in past.items() if name != "none")
     return Finding(
-        _verdict(scaled_hold, caveat=plain_breaks),
-        f"against plain RoPE's perplexity at gap 4,000 (inside the trained length): gap 16,000, "
-        f"plain RoPE, over 10x: {_yes(plain_breaks)}; llama3 and YaRN within 2x up to "
-        f"64,000: {_yes(scaled_hold)}",
+        _verdict(plain_holds, caveat=not held),
+        f"{tokens:,} tokens of text (stored run), tokens {trained:,} to {tokens:,} against "
+        f"plain RoPE in windows of {trained:,}: plain RoPE x{past['none']:.2f} (blocks of 512 "
+        f"x{blocks.min().item():.2f} to x{blocks.max().item():.0f}); at factor "
+        f"{run['factor']:g}: {ratios}; within 10% there and inside the trained length, "
+        f"without training: {', '.join(held) if held else 'none'}",
     )
 
 

@@ -4,14 +4,16 @@ Each function runs the model through :func:`posenc.decoder.forward` (its weights
 code, RoPE in sight) with changed positions, frequencies, rotation or precision, and
 returns numbers a chapter can print or draw:
 
-- what position is worth: :func:`position_ablation`, :func:`dog_similarity`;
+- what the model makes of wrong positions, shuffled or all 0 (inputs it never met in
+  training, so a measure of that damage, not of what position is worth):
+  :func:`position_ablation`, :func:`dog_similarity`;
 - only offsets matter, up to rounding: :func:`recipe_rope`, :func:`shift_drift`;
 - our RoPE in the model and the layout of the GGUF file: :func:`swap_check`,
   :func:`gguf_row_order`;
 - which frequencies carry what: :func:`head_statistics`, :func:`energy_figure`,
-  :func:`heads_figure`, :func:`frequency_removal`;
-- long distances with few tokens: :func:`stride_probe`, :func:`gap_probe`,
-  :func:`probe_figure`;
+  :func:`heads_figure`, :func:`frequency_removal`, :func:`previous_token_ablation`;
+- a gap in a short text, a probe of what gaps do (length itself is measured on a long text
+  by :mod:`posenc.book.long_text`): :func:`gap_probe`, :func:`probe_figure`;
 - decoding with a cache: :func:`generation_check`.
 
 The text is the Zen of Python (:func:`zen_text`), which every Python installation carries
@@ -78,11 +80,11 @@ __all__ = [
     "nll",
     "perplexity",
     "position_ablation",
+    "previous_token_ablation",
     "probe_figure",
     "recipe_rope",
     "scaled_inv_freq",
     "shift_drift",
-    "stride_probe",
     "swap_check",
     "zen_text",
 ]
@@ -189,6 +191,9 @@ def position_ablation(model, ids: torch.Tensor, *, seed: int = 0) -> dict[str, f
     """Perplexity of ``ids`` with true positions, shuffled positions and all positions 0.
 
     Token order and the causal mask stay as they are; only the positions RoPE sees change.
+    A model trained with RoPE never met shuffled or all-zero positions, so their perplexity
+    measures the damage of inputs out of its training distribution, not what a model could
+    do without positions (that takes a model trained without them).
 
     Args:
         model: a transformers ``LlamaForCausalLM``.
@@ -591,6 +596,74 @@ def heads_figure(stats: dict[str, torch.Tensor]):
     return fig
 
 
+def _fastest_removed(inv_freq: torch.Tensor, fraction: float) -> torch.Tensor:
+    """``inv_freq`` with its fastest ``fraction`` of pairs at frequency 0: as many pairs as
+    p-RoPE with ``p = 1 - fraction`` stills at the slow end."""
+    n = inv_freq.shape[0]
+    out = inv_freq.clone()
+    out[: n - math.floor((1 - fraction) * n + 0.5)] = 0
+    return out
+
+
+@torch.no_grad()
+def previous_token_ablation(model, ids: torch.Tensor, fraction: float = 0.25) -> dict:
+    """Each head's attention to the previous token, with its fastest or slowest pairs unrotated.
+
+    An ablation inside each layer: the queries and keys the trained model makes (before
+    rotation) are rotated again with the fastest ``fraction`` of the pairs at frequency 0,
+    or the slowest, and the head's attention recomputed. Everything feeding the layer stays
+    as trained, so the change is the head's own use of those pairs.
+
+    Args:
+        model: a ``LlamaForCausalLM`` (pairs in the ``"half"`` layout).
+        ids: tokens ``[T]``.
+        fraction: the share of pairs unrotated, in ``[0, 1]``.
+
+    Returns:
+        ``{"trained", "fastest removed", "slowest removed"}``, each ``[L, H]``: the mean
+        attention weight on token ``t - 1``, over the queries ``t >= 1``.
+
+    Raises:
+        TypeError, ValueError: for a model that is not a Llama, bad ids, or a fraction
+            outside ``[0, 1]``.
+
+    Example:
+        >>> import transformers
+        >>> tiny = transformers.LlamaForCausalLM(transformers.LlamaConfig(vocab_size=40,
+        ...     hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        ...     num_attention_heads=2, num_key_value_heads=1)).eval()
+        >>> out = previous_token_ablation(tiny, torch.arange(8), 0.0)
+        >>> torch.allclose(out["fastest removed"], out["trained"], atol=1e-6)
+        True
+    """
+    ids = _model_ids(model, ids)
+    fraction = check_real("fraction", fraction)
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"fraction must be in [0, 1], got {fraction}")
+    base = config_inv_freq(model.config).to(ids.device)
+    variants = {
+        "trained": base,
+        "fastest removed": _fastest_removed(base, fraction),
+        "slowest removed": p_rope_inv_freq(base, 1 - fraction),
+    }
+    t = ids.shape[-1]
+    p = torch.arange(t, device=ids.device)[None, None]  # [1, 1, T]
+    later = torch.ones(t, t, dtype=torch.bool, device=ids.device).triu(1)
+    group = model.config.num_attention_heads // model.config.num_key_value_heads
+    out = {name: [] for name in variants}
+
+    def observe(layer, q, k, weights):
+        for name, inv_freq in variants.items():
+            qr = apply_rope(q, p, inv_freq=inv_freq, layout="half")  # [1, H, T, D]
+            kr = apply_rope(k, p, inv_freq=inv_freq, layout="half").repeat_interleave(group, 1)
+            scores = qr @ kr.transpose(-1, -2) / math.sqrt(q.shape[-1])  # [1, H, T, T]
+            w = scores.masked_fill(later, float("-inf")).softmax(-1)[0]
+            out[name].append(w.diagonal(offset=-1, dim1=-2, dim2=-1).mean(-1))  # [H]
+
+    forward(model, ids, observe=observe)
+    return {name: torch.stack(rows) for name, rows in out.items()}
+
+
 @torch.no_grad()
 def frequency_removal(
     model, ids: torch.Tensor, fractions: Sequence[float]
@@ -623,15 +696,12 @@ def frequency_removal(
         for i, f in enumerate(check_sequence("fractions", fractions))
     ]
     base = config_inv_freq(model.config)
-    n = base.shape[0]
     out = {"slowest": [], "fastest": []}
     for f in fractions:
         if not 0 <= f <= 1:
             raise ValueError(f"fractions must be in [0, 1], got {f}")
     for f in fractions:
-        slow = p_rope_inv_freq(base, 1 - f)
-        fast = base.clone()
-        fast[: n - math.floor((1 - f) * n + 0.5)] = 0  # as many pairs as p-RoPE leaves still
+        slow, fast = p_rope_inv_freq(base, 1 - f), _fastest_removed(base, f)
         out["slowest"].append(perplexity(forward(model, ids, inv_freq=slow.to(ids.device)), ids))
         out["fastest"].append(perplexity(forward(model, ids, inv_freq=fast.to(ids.device)), ids))
     return out
@@ -679,51 +749,6 @@ def scaled_inv_freq(config, method: str, factor: float) -> tuple[torch.Tensor, f
     if method == "llama3":
         return llama3_inv_freq(base, factor, original_max_positions=trained), 1.0
     raise ValueError(f"method must be one of {SCALINGS}, got {method!r}")
-
-
-@torch.no_grad()
-def stride_probe(
-    model, ids: torch.Tensor, strides: Sequence[int], methods: Sequence[str] = SCALINGS
-) -> dict[str, list[float]]:
-    """Perplexity of ``ids`` placed at positions ``0, s, 2s, ...``, per recipe and stride.
-
-    With stride ``s`` neighbouring tokens sit ``s`` positions apart and the text spans
-    ``s (T - 1)`` positions, without the cost of that many tokens. Each recipe is given the
-    factor a model would use to fit that span into its trained length:
-    ``max(1, s (T - 1) / trained length)``.
-
-    Returns:
-        ``{method: [ppl per stride]}`` plus ``"span"``: the spans.
-
-    Raises:
-        TypeError, ValueError: for a model that is not a Llama, bad ids, strides that are
-            not positive ints, or unknown methods.
-
-    Example:
-        >>> import transformers
-        >>> tiny = transformers.LlamaForCausalLM(transformers.LlamaConfig(vocab_size=40,
-        ...     hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-        ...     num_attention_heads=2, num_key_value_heads=1)).eval()
-        >>> stride_probe(tiny, torch.arange(8), [1, 3], ["none"])["span"]
-        [7, 21]
-    """
-    ids = _model_ids(model, ids)
-    strides = check_int_sequence("strides", strides, minimum=1)
-    methods = _check_names("methods", methods, SCALINGS)
-    t = ids.shape[-1]
-    trained = int(model.config.max_position_embeddings)
-    out: dict[str, list[float]] = {"span": [s * (t - 1) for s in strides]}
-    for method in methods:
-        out[method] = []
-        for s in strides:
-            factor = max(1.0, s * (t - 1) / trained)
-            inv_freq, scale = scaled_inv_freq(model.config, method, factor)
-            positions = torch.arange(t, device=ids.device) * s
-            logits = forward(
-                model, ids, positions, inv_freq=inv_freq.to(ids.device), score_scale=scale
-            )
-            out[method].append(perplexity(logits, ids))
-    return out
 
 
 @torch.no_grad()
@@ -782,7 +807,7 @@ def probe_figure(probe: dict[str, list[float]], trained: int, *, xlabel: str, ti
     """Perplexity against the positions a text spans, one line per recipe.
 
     Args:
-        probe: the result of :func:`stride_probe` or :func:`gap_probe`.
+        probe: the result of :func:`gap_probe`.
         trained: the model's trained length (a dotted vertical line).
         xlabel, title: the axis label and the title.
 
@@ -810,7 +835,8 @@ def probe_figure(probe: dict[str, list[float]], trained: int, *, xlabel: str, ti
     spans = probe["span"]
     palette = [c for k, c in plots.COLORS.items() if k != "ink"]
     for i, name in enumerate(names):
-        ax.plot(spans, probe[name], "o-", ms=4, color=palette[i % len(palette)], label=name)
+        label = "plain RoPE" if name == "none" else name
+        ax.plot(spans, probe[name], "o-", ms=4, color=palette[i % len(palette)], label=label)
     ax.axvline(trained, color=plots.COLORS["ink"], lw=0.8, ls=":")
     ax.text(trained * 1.05, 0.95, "trained length", va="top", transform=ax.get_xaxis_transform())
     ax.set_xscale("log")
