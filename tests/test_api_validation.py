@@ -1001,8 +1001,21 @@ base(
 base("train.run.Settings.length", task=lambda: "copy")
 base("train.run.Settings.alphabet", task=lambda: "copy")
 base("train.load", path=lambda: posenc.train.STORED)
-for _name in ("spread", "accuracy_table", "accuracy_figure", "conclusions", "describe"):
+for _name in (
+    "spread",
+    "accuracy_table",
+    "accuracy_figure",
+    "conclusions",
+    "describe",
+    "loss_at",
+    "loss_table",
+):
     base(f"training_views.{_name}", results=posenc.train.stored)
+base("training_views.loss_at", encoding=lambda: "rope", task=lambda: "copy", step=lambda: 500)
+base(
+    "training_views.conclusions_table",
+    found=lambda: posenc.book.training_views.conclusions(posenc.train.stored()),
+)
 base("training_views.spread", encoding=lambda: "rope", task=lambda: "copy", multiple=lambda: 2)
 base("training_views.accuracy_table", task=lambda: "recall")
 base("training_views.example", task=lambda: "recall", n=lambda: 2)
@@ -1051,6 +1064,7 @@ INSTANCES: dict[str, Callable[[], object]] = {
     "plots.Layout": lambda: posenc.plots.Layout(784.0, 12.0, "x", 400.0, 2),
     "train.model.TinyDecoder": _tiny_decoder,
     "train.run.Settings": _tiny_settings,
+    "training_views.Spread": lambda: posenc.book.training_views.Spread((0.5, 1.0)),
 }
 
 

@@ -219,3 +219,15 @@ def test_load_refuses_a_file_without_runs(tmp_path):
     path.write_text("{}")
     with pytest.raises(ValueError, match="holds no runs"):
         train.load(path)
+
+
+@pytest.mark.slow
+def test_the_chapters_conclusions_hold_when_copying_is_trained_again():
+    """Chapter 16's conclusions about copying, on every encoding trained again from scratch
+    (21 runs with the chapter's settings, a few minutes on two cores)."""
+    from posenc.book import training_views
+
+    fresh = {"runs": train.grid(train.ENCODINGS, ["copy"], [0, 1, 2])}
+    found = training_views.conclusions(fresh, tasks=["copy"])
+    assert len(found) == 9
+    assert all(c.holds for c in found), "\n".join(str(c) for c in found if not c.holds)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from posenc import plots
-from posenc._validate import check_int, check_option
+from posenc._validate import check_int, check_option, check_sequence
 from posenc.table import Table
 from posenc.train import ENCODINGS, MULTIPLES, TASKS, Settings
 from posenc.train.run import CURVE_STEPS
@@ -70,7 +70,12 @@ class Spread:
         return max(self.values)
 
     def text(self, digits: int = 2) -> str:
-        """``mean (low-high)`` with ``digits`` decimals."""
+        """``mean (low-high)`` with ``digits`` decimals.
+
+        Raises:
+            TypeError, ValueError: if ``digits`` is not an int of at least 0.
+        """
+        check_int("digits", digits, minimum=0)
         return f"{self.mean:.{digits}f} ({self.low:.{digits}f}-{self.high:.{digits}f})"
 
     def __str__(self) -> str:
@@ -81,7 +86,7 @@ def _runs(results: object) -> list[dict]:
     if not isinstance(results, dict) or not isinstance(results.get("runs"), list):
         raise TypeError(
             "results must be the dict that python -m posenc.train writes (with 'runs'), "
-            f"got {type(results).__name__}"
+            f"got {type(results).__name__} {str(results)[:60]}"
         )
     return results["runs"]
 
@@ -110,8 +115,9 @@ def spread(results: dict, encoding: str, task: str, multiple: int) -> Spread:
     """
     check_option("encoding", encoding, ENCODINGS)
     check_option("task", task, TASKS)
+    check_int("multiple", multiple, minimum=1)
     if multiple not in MULTIPLES:
-        raise ValueError(f"multiple must be one of {MULTIPLES}, got {multiple!r}")
+        raise ValueError(f"multiple must be one of {MULTIPLES}, got multiple={multiple!r}")
     values = tuple(
         run["accuracy"][f"{multiple}x"]
         for run in _runs(results)
@@ -418,9 +424,10 @@ def conclusions_table(found: Sequence[Conclusion]) -> Table:
         A :class:`posenc.table.Table`, one row per conclusion.
 
     Raises:
-        TypeError: if an item is not a :class:`Conclusion`.
+        TypeError, ValueError: if ``found`` is not a non-empty sequence of
+            :class:`Conclusion`.
     """
-    for i, c in enumerate(found):
+    for i, c in enumerate(check_sequence("found", found)):
         if not isinstance(c, Conclusion):
             raise TypeError(f"found[{i}] must be a Conclusion, got {type(c).__name__}")
     return Table(

@@ -49,8 +49,11 @@ def load(path: str | Path) -> dict:
         ``{"machine", "settings", "encodings", "tasks", "seeds", "seconds", "runs"}``.
 
     Raises:
+        TypeError: if ``path`` is not a str or a Path.
         ValueError: if the file holds no runs.
     """
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a str or a Path, got {path!r} ({type(path).__name__})")
     results = json.loads(Path(path).read_text())
     if not isinstance(results, dict) or not results.get("runs"):
         raise ValueError(f"{path} holds no runs of python -m posenc.train")

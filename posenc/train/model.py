@@ -89,9 +89,12 @@ class TinyDecoder(nn.Module):
         super().__init__()
         self.encoding = check_option("encoding", encoding, ENCODINGS)
         check_int("vocab", vocab, minimum=2)
+        check_int("width", width, minimum=1)
         check_int("heads", heads, minimum=1)
         check_int("layers", layers, minimum=1)
         check_int("max_positions", max_positions, minimum=1)
+        check_int("t5_max_distance", t5_max_distance, minimum=T5_BUCKETS // 2 + 1)
+        check_int("seed", seed, minimum=0)
         if width % heads:
             raise ValueError(f"width must be a multiple of heads={heads}, got width={width}")
         head_dim = check_even_dim("width / heads", width // heads)
@@ -109,7 +112,6 @@ class TinyDecoder(nn.Module):
         elif encoding == "alibi":
             self.register_buffer("slopes", relative.alibi_slopes(heads).float(), False)
         elif encoding == "t5":
-            check_int("t5_max_distance", t5_max_distance, minimum=T5_BUCKETS // 2 + 1)
             self.t5_max_distance = t5_max_distance
             self.t5_table = nn.Parameter(torch.zeros(T5_BUCKETS, heads))
         elif encoding in ("rope", "p-rope"):

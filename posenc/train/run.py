@@ -18,7 +18,14 @@ from multiprocessing import get_context
 import torch
 import torch.nn.functional as F
 
-from posenc._validate import check_int, check_option, check_positive_float
+from posenc._validate import (
+    check_callable,
+    check_int,
+    check_int_sequence,
+    check_option,
+    check_positive_float,
+    check_str_sequence,
+)
 from posenc.train.model import ENCODINGS, TinyDecoder
 from posenc.train.tasks import IGNORE, TASKS, sequence_length
 
@@ -66,6 +73,12 @@ class Settings:
         check_positive_float("lr", self.lr)
         if not isinstance(self.device, str):
             raise TypeError(f"device must be a str such as 'cpu' or 'cuda', got {self.device!r}")
+        try:
+            torch.device(self.device)
+        except RuntimeError as err:
+            raise ValueError(
+                f"device must name a torch device, got device={self.device!r}: {err}"
+            ) from None
         for name in ("lengths", "symbols"):
             value = getattr(self, name)
             if not (
@@ -248,16 +261,19 @@ def grid(
         The runs, in grid order (encoding, task, seed), whatever order they finished in.
 
     Raises:
-        TypeError, ValueError: for an unknown encoding or task, or no runs at all.
+        TypeError, ValueError: for an unknown encoding or task, a bad seed, an empty list,
+            or a ``progress`` that cannot be called.
     """
-    jobs = [
-        (check_option("encoding", e, ENCODINGS), check_option("task", t, TASKS), s, settings)
-        for e in encodings
-        for t in tasks
-        for s in seeds
-    ]
-    if not jobs:
-        raise ValueError("the grid must hold at least one run, got none")
+    encodings = check_str_sequence("encodings", encodings)
+    tasks = check_str_sequence("tasks", tasks)
+    for name, names, options in (("encodings", encodings, ENCODINGS), ("tasks", tasks, TASKS)):
+        for i, value in enumerate(names):
+            check_option(f"{name}[{i}]", value, options)
+    seeds = check_int_sequence("seeds", seeds, minimum=0)
+    _check_settings(settings)
+    if progress is not None:
+        check_callable("progress", progress)
+    jobs = [(e, t, s, settings) for e in encodings for t in tasks for s in seeds]
     if workers is None:
         workers = max(1, (os.cpu_count() or 1) // settings.threads)
     check_int("workers", workers, minimum=1)

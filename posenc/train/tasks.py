@@ -131,6 +131,7 @@ def sequence_length(task: str, n: int) -> int:
         >>> sequence_length("copy", 16), sequence_length("recall", 8)
         (33, 33)
     """
+    check_int("n", n, minimum=1)
     if task == "copy":
         return 2 * n + 1
     if task == "recall":
