@@ -32,6 +32,63 @@ def check_even_dim(name: str, value: object) -> int:
     return value
 
 
+def check_offset_sum(positions: object, x: object, offset: object) -> None:
+    """Refuse an ``offset`` that takes a position past int64 (where ``positions + offset``
+    would wrap around to the other end and rotate by a wrong angle, with no error).
+
+    ``positions`` None stands for ``0 .. T-1``, T being ``x.shape[-2]``. A tensor's values
+    are read only where that is sound and needed: not for an integer dtype too narrow for
+    ``offset`` to take it out of int64, nor on the meta device, nor while ``torch.compile``
+    traces, a ``torch.func`` transform runs or a CUDA graph is being captured (nothing may
+    be read from the device then); positions on a GPU with a non-zero offset are otherwise
+    read once (their least and largest values). Arguments of other kinds are left to the
+    caller's own checks, which run after this one.
+
+    Raises:
+        ValueError: naming the offset and the range of the positions, when a sum leaves int64.
+    """
+    if type(offset) is not int or offset == 0 or not -_INT64 <= offset < _INT64:
+        return
+    if positions is None:
+        if not isinstance(x, torch.Tensor) or x.dim() < 2 or x.shape[-2] < 1:
+            return
+        low, high = 0, x.shape[-2] - 1
+    elif isinstance(positions, torch.Tensor):
+        dtype = positions.dtype
+        if positions.is_floating_point() or positions.is_complex() or dtype == torch.bool:
+            return
+        info = torch.iinfo(dtype)
+        if info.min + offset >= -_INT64 and info.max + offset < _INT64:
+            return  # no value of this dtype leaves int64
+        if not _readable(positions):
+            return
+        low, high = (int(v) for v in torch.aminmax(positions.to(torch.int64)))
+    elif isinstance(positions, int) and not isinstance(positions, bool):
+        low = high = positions
+    elif (
+        isinstance(positions, Sequence)
+        and not isinstance(positions, (str, bytes))
+        and len(positions) > 0
+        and all(isinstance(p, int) and not isinstance(p, bool) for p in positions)
+    ):
+        low, high = min(positions), max(positions)
+    else:
+        return
+    if low + offset < -_INT64 or high + offset >= _INT64:
+        raise ValueError(
+            f"positions + offset must fit in int64 (-2**63 to 2**63 - 1), got offset={offset} "
+            f"with positions from {low} to {high}"
+        )
+
+
+def _readable(t: torch.Tensor) -> bool:
+    """Whether ``t``'s values can be read on the host now: it holds some, on a real device,
+    and nothing is being traced, transformed or captured."""
+    if t.numel() == 0 or t.device.type == "meta" or _compiling() or transforming():
+        return False
+    return not (t.device.type == "cuda" and torch.cuda.is_current_stream_capturing())
+
+
 def check_positive_float(name: str, value: object) -> float:
     """Return ``value`` as a float if it is a finite real number above 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -251,6 +251,51 @@ def test_offset_shifts_the_default_positions(form, length, layout):
         check(OFFSET_FORMS[form](q, k, layout=layout, offset=offset), shifted)
 
 
+TOP = 2**63 - 1  # the largest int64
+
+
+@pytest.mark.parametrize("form", [*OFFSET_FORMS, "rope_angles"])
+@pytest.mark.parametrize(
+    ("positions", "offset"),
+    [
+        ([2**62], 2**62),  # one past the top: wrapped to -2**63 before
+        (torch.tensor([0, 2**62]), 2**62),
+        (torch.tensor([-(2**62) - 1, 0]), -(2**62)),  # one below the bottom
+        (None, TOP),  # arange(T) + offset: the second position is past the top
+    ],
+    ids=["list", "tensor", "below", "default positions"],
+)
+def test_an_offset_that_takes_a_position_past_int64_is_refused(form, positions, offset):
+    """A sum of positions and offset outside int64 wrapped around silently (the rotation at
+    the far end of the range); now it is refused, naming the offset."""
+    q, k = torch.randn(1, 2, 2, 8), torch.randn(1, 1, 2, 8)
+    with pytest.raises(
+        ValueError, match=rf"positions \+ offset must fit in int64.*offset={offset}"
+    ):
+        if form == "rope_angles":
+            tb.rope_angles(torch.arange(2) if positions is None else positions, 8, offset=offset)
+        else:
+            OFFSET_FORMS[form](q, k, positions=positions, offset=offset)
+
+
+@pytest.mark.parametrize("form", list(OFFSET_FORMS))
+def test_an_offset_up_to_the_ends_of_int64_rotates_as_the_reference(form):
+    """Sums that land exactly on the ends of int64 are kept, and rotate as the reference at
+    the summed positions (Python's exact sums), also from a narrower integer dtype."""
+    q, k = torch.randn(1, 2, 2, 8), torch.randn(1, 1, 2, 8)
+    cases = [
+        (torch.tensor([2**62 - 1, 0]), 2**62, [TOP, 2**62]),
+        (torch.tensor([-(2**62), 5]), -(2**62), [-(2**63), 5 - 2**62]),
+        (torch.tensor([7, -3], dtype=torch.int32), 2**62, [2**62 + 7, 2**62 - 3]),
+        (None, TOP - 1, [TOP - 1, TOP]),
+    ]
+    for positions, offset, summed in cases:
+        got = OFFSET_FORMS[form](q, k, positions=positions, offset=offset)
+        for g, x in zip(got, (q, k), strict=False):
+            want = rope.apply_rope(x, torch.tensor(summed))
+            torch.testing.assert_close(g, want, **TOL[torch.float32])
+
+
 @pytest.mark.parametrize("name", ["fast_apply_rope", "blocked", "cached", "complex", "dense"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_positions_with_leading_dims_broadcast_like_the_reference(name, layout):

@@ -640,7 +640,9 @@ def apply_rope(
     Args:
         x: head vectors ``[..., T, D]`` (D even), any floating dtype.
         positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`.
-        offset: added to every position (a KV cache's length): ``positions + offset``.
+        offset: added to every position (a KV cache's length): ``positions + offset``,
+            each sum within int64 (a ValueError otherwise; with a non-zero offset, positions on
+            a GPU are read once for it, except while a CUDA graph is being captured).
 
     Returns:
         The rotated vectors, as :func:`posenc.rope.apply_rope` returns them.
@@ -682,7 +684,9 @@ def apply_rope_(
         x: head vectors ``[..., T, D]``, overwritten.
         positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`;
             positions must not broadcast ``x`` to a larger shape.
-        offset: added to every position (a KV cache's length): ``positions + offset``.
+        offset: added to every position (a KV cache's length): ``positions + offset``,
+            each sum within int64 (a ValueError otherwise; with a non-zero offset, positions on
+            a GPU are read once for it, except while a CUDA graph is being captured).
 
     Returns:
         ``x``, rotated.
@@ -827,7 +831,9 @@ def rope_qk(
             defaults.
         inplace: rotate ``q`` and ``k`` where they are (as :func:`apply_rope_`); one tensor
             passed as both is rotated once, as out of place.
-        offset: added to every position (a KV cache's length): ``positions + offset``.
+        offset: added to every position (a KV cache's length): ``positions + offset``,
+            each sum within int64 (a ValueError otherwise; with a non-zero offset, positions on
+            a GPU are read once for it, except while a CUDA graph is being captured).
 
     Returns:
         ``(q_rotated, k_rotated)``; with ``inplace`` these are ``q`` and ``k``.

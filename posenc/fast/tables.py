@@ -31,6 +31,7 @@ from posenc._validate import (
     check_int,
     check_layout,
     check_positions,
+    check_offset_sum,
     check_positive_float,
     transforming,
 )
@@ -310,7 +311,7 @@ def rope_angles(
         dim: head features ``D`` (even).
         base: frequency base, used when ``inv_freq`` is None.
         inv_freq: the frequencies ``[D/2]`` to use instead (copied to the device).
-        offset: added to every position (a KV cache's length).
+        offset: added to every position (a KV cache's length); each sum must fit in int64.
         dtype: the angle dtype: float32 (for float32, bfloat16 and float16 queries and keys)
             or float64 (for float64 ones).
         device: where to make them (default: the positions' device).
@@ -336,6 +337,7 @@ def rope_angles(
         raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
     dim = check_even_dim("dim", dim)
     offset = check_int("offset", offset)
+    check_offset_sum(positions, None, offset)
     if isinstance(positions, torch.Tensor) and positions.dim() > 1:
         if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
             raise TypeError(f"positions must hold integers, got dtype {positions.dtype}")

@@ -98,6 +98,7 @@ from posenc._validate import (
     check_layout,
     check_no_overlap,
     check_positions,
+    check_offset_sum,
     check_positive_float,
     check_tensor,
     check_writable,
@@ -796,6 +797,7 @@ def _remembered(body, q, k, positions, base, inv_freq, layout, inplace, offset):
     checks a call's arguments and makes its one launch, returning ``(q_out, k_out)``, or
     ``q_out`` alone for ``k`` None: the first time by ``body``, later ones alike by the
     launch ``body`` made (see :class:`_Plan`)."""
+    check_offset_sum(positions, q, offset)  # the sum must not wrap, however it is made
     call = (q, k, positions, base, inv_freq, layout, inplace, offset)
     outer = getattr(_TAPE, "calls", None)
     if outer is not None:  # inside a call being remembered: that one is not to be repeated
@@ -1112,7 +1114,9 @@ def rope_triton(
         positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`
             (positions must not broadcast x to a larger shape); tensors stay on the device.
         inplace: write into ``x`` and return it.
-        offset: added to every position (a KV cache's length): ``positions + offset``.
+        offset: added to every position (a KV cache's length): ``positions + offset``,
+            each sum within int64 (a ValueError otherwise; with a non-zero offset, positions on
+            a GPU are read once for it, except while a CUDA graph is being captured).
 
     Returns:
         The rotated vectors: x's shape, dtype and device, a new tensor unless ``inplace``,
@@ -1213,7 +1217,8 @@ def rope_qk_triton(
         layout: ``"half"`` (Hugging Face, the default here) or ``"interleaved"``.
         inplace: rotate ``q`` and ``k`` where they are; one tensor passed as both is rotated
             once, as out of place.
-        offset: added to every position (the length of a KV cache).
+        offset: added to every position (the length of a KV cache); each sum must fit in
+            int64.
 
     Returns:
         ``(q_rotated, k_rotated)``, each with its input's shape and dtype, laid out as
