@@ -435,16 +435,38 @@ def check_real_pair(name: str, value: object) -> tuple[float, float]:
 
 
 def check_no_overlap(name: str, t: torch.Tensor) -> None:
-    """An in-place rotation needs every element of ``t`` once (an expanded view has repeats).
+    """An in-place rotation needs every element of ``t`` once: refuse a view that holds one
+    element in several places (an expanded view, stride 0; or windows that overlap, as
+    ``unfold`` makes), where writing one element changes another.
+
+    Told from the sizes and strides: the dims taken from the smallest stride up, a tensor
+    whose every stride passes the reach of the dims before it (the usual case: any dense or
+    sliced tensor) holds each element once; otherwise the offsets of its elements are
+    counted (nothing is read). While ``torch.compile`` traces, only stride 0 is looked for.
 
     Raises:
-        ValueError: naming ``t`` and its strides, when a dim of more than one entry has
-            stride 0.
+        ValueError: naming ``t`` and its strides, when it holds an element twice.
+
+    Example:
+        >>> check_no_overlap("x", torch.zeros(3, 4)[:, ::2])
+        >>> check_no_overlap("x", torch.arange(16.0).unfold(0, 4, 2))
+        Traceback (most recent call last):
+        ...
+        ValueError: x must not overlap itself for an in-place rotation, got shape (7, 4) and strides (2, 1)
     """
-    strides = t.stride()
-    if 0 in strides and any(st == 0 and n > 1 for st, n in zip(strides, t.shape, strict=True)):
+    dims = [(st, n) for n, st in zip(t.shape, t.stride(), strict=True) if n > 1]
+    overlaps = any(st == 0 for st, _ in dims)
+    if not overlaps and not _compiling():
+        span = 0  # how far the dims with smaller strides reach
+        for st, n in sorted(dims):
+            if st <= span:
+                overlaps = _repeats(dims)
+                break
+            span += (n - 1) * st
+    if overlaps:
         raise ValueError(
-            f"{name} must not overlap itself for an in-place rotation, got strides {t.stride()}"
+            f"{name} must not overlap itself for an in-place rotation, got shape "
+            f"{tuple(t.shape)} and strides {t.stride()}"
         )
 
 
@@ -469,6 +491,14 @@ def broadcast_positions(positions: torch.Size, lead: torch.Size) -> torch.Size:
         elif a == 1:
             out.append(b)
         else:
+def _repeats(dims: list[tuple[int, int]]) -> bool:
+    """Whether two indices of dims ``(stride, size)`` give the same offset (counted)."""
+    offsets = torch.zeros((), dtype=torch.int64)
+    for st, n in dims:
+        offsets = (offsets[..., None] + torch.arange(n, dtype=torch.int64) * st).flatten()
+    return offsets.unique().numel() < offsets.numel()
+
+
             raise ValueError(
                 f"positions of shape {tuple(positions)} do not broadcast with x's leading "
                 f"shape {tuple(lead)}"

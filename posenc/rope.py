@@ -234,7 +234,7 @@ def apply_rope_(
     Raises:
         TypeError, ValueError: as :func:`apply_rope`, and ValueError when the positions
             would broadcast ``x`` to a larger shape, or ``x`` holds one element in several
-            places (an expanded view).
+            places (an expanded view, or windows that overlap as ``unfold`` makes).
 
     Example:
         >>> x = torch.randn(2, 5, 8)

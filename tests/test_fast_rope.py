@@ -646,6 +646,54 @@ def test_in_place_refuses_a_tensor_that_overlaps_itself_as_on_a_gpu(size):
     assert torch.equal(q, kept)
 
 
+def _holds_an_element_twice(t: torch.Tensor) -> bool:
+    """The oracle: write distinct values through ``t`` into a fresh storage and count."""
+    storage = torch.zeros(t.storage_offset() + _validate.reach(t) + 1, dtype=torch.float64)
+    view = storage.as_strided(t.shape, t.stride(), t.storage_offset())
+    view.copy_(torch.arange(1, t.numel() + 1, dtype=torch.float64).view(t.shape))
+    return not torch.equal(view.flatten().sort().values, torch.arange(1.0, t.numel() + 1))
+
+
+@pytest.mark.parametrize(
+    ("shape", "strides"),
+    [
+        ((7, 4), (2, 1)),  # torch.arange(16.0).unfold(0, 4, 2): windows that overlap
+        ((3, 2, 4), (8, 3, 1)),  # rows of 4 every 3: the last entry of one is the next's first
+        ((2, 2), (1, 1)),  # two dims on one stride
+        ((3, 2), (2, 3)),  # a stride past no reach but every element once: taken
+        ((2, 3, 4), (1, 8, 2)),  # a permuted dense tensor: taken
+        ((4, 6), (6, 1)),  # dense
+    ],
+)
+def test_in_place_refuses_a_view_whose_windows_overlap_and_keeps_every_other(shape, strides):
+    """Views that hold one element in several places without a zero stride (as ``unfold``
+    makes) gave a result that differed from the reference's, with no error: now refused by
+    both in-place functions before anything is written; views that hold each element once
+    are rotated as the reference rotates a copy. The oracle writes through the view."""
+    storage = torch.randn(64, dtype=torch.float64)
+    v = storage.as_strided(shape, strides)
+    want = rope.apply_rope(v.clone())
+    kept = storage.clone()
+    for in_place in (fr.apply_rope_, rope.apply_rope_):
+        if _holds_an_element_twice(v):
+            with pytest.raises(ValueError, match=r"x must not overlap itself .* strides \("):
+                in_place(v)
+            assert torch.equal(storage, kept)
+        else:
+            assert torch.equal(in_place(v), want)
+            storage.copy_(kept)
+
+
+def test_the_view_of_the_report_is_refused():
+    v = torch.arange(16.0).unfold(0, 4, 2)
+    assert _holds_an_element_twice(v)
+    for in_place in (fr.apply_rope_, rope.apply_rope_):
+        with pytest.raises(ValueError, match="x must not overlap itself"):
+            in_place(v)
+    with pytest.raises(ValueError, match="q must not overlap itself"):
+        fr.rope_qk(v[None, None], torch.randn(1, 1, 7, 4), inplace=True)
+
+
 def test_rope_qk_in_place_takes_q_and_k_split_from_one_fused_projection():
     """q and k cut from one ``[B, T, (H + 2 H_kv) D]`` projection cross each other's span
     without sharing an element: each is rotated once, as on its own."""

@@ -694,7 +694,7 @@ def apply_rope_(
     Raises:
         TypeError, ValueError: as :func:`posenc.rope.apply_rope`, and ValueError when
             positions would broadcast ``x`` to a larger shape, or ``x`` holds one element in
-            several places (an expanded view).
+            several places (an expanded view, or windows that overlap as ``unfold`` makes).
         RuntimeError: as torch, while autograd records, for ``x`` a leaf that requires grad
             (or a view of one).
 
@@ -843,7 +843,8 @@ def rope_qk(
             differ in ``T`` or ``D``, dtype or device; with angles, as
             :func:`~posenc.fast.triton.rope_qk_triton`; ValueError with ``inplace`` when they
             share some elements and not others (``k`` a slice of ``q``), or one holds an
-            element in several places (an expanded view).
+            element in several places (an expanded view, or windows that overlap as
+            ``unfold`` makes).
         RuntimeError: as torch, with ``inplace`` while autograd records, for a leaf that
             requires grad (or a view of one); checked for both before either is written.
 

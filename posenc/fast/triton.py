@@ -1127,7 +1127,8 @@ def rope_triton(
         TypeError, ValueError: as :func:`posenc.rope.apply_rope`; ValueError for a dtype
             not in :data:`TRITON_DTYPES`, positions that would enlarge ``x``, or ``inv_freq``
             that requires grad (the kernel has no gradient for it); ValueError for
-            ``inplace`` on a tensor whose elements overlap (an expanded view).
+            ``inplace`` on a tensor whose elements overlap (an expanded view, or windows
+            that overlap as ``unfold`` makes).
         RuntimeError: when Triton cannot run on x's device (see :func:`triton_available`),
             or, as torch, for ``inplace`` on a leaf that requires grad.
 
