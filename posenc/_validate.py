@@ -98,6 +98,27 @@ def check_positive_float(name: str, value: object) -> float:
     return float(value)
 
 
+def check_base(name: str, value: object) -> float:
+    """Return ``value`` as a float if it is a finite real number of at least 1: the base of
+    RoPE's or the sinusoidal encoding's frequencies ``base**(-2i/D)``, which then lie in
+    ``(0, 1]`` radians per position, so that no angle ``p * theta`` overflows even at the
+    ends of int64. Below 1 the frequencies rise above 1; for a tiny base (``1e-320``) they
+    reach inf and the angles NaN.
+
+    Raises:
+        TypeError: if ``value`` is not a real number.
+        ValueError: naming ``value``, if it is not finite or below 1.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
+    if not (value >= 1 and value < float("inf")):
+        raise ValueError(
+            f"{name} must be finite and at least 1 (frequencies base**(-2i/D) in (0, 1]), "
+            f"got {name}={value}"
+        )
+    return float(value)
+
+
 def check_positions(name: str, positions: object, *, nonnegative: bool = True) -> torch.Tensor:
     """Return ``positions`` as a 1-D int64 tensor of integer positions.
 
@@ -470,6 +491,14 @@ def check_no_overlap(name: str, t: torch.Tensor) -> None:
         )
 
 
+def _repeats(dims: list[tuple[int, int]]) -> bool:
+    """Whether two indices of dims ``(stride, size)`` give the same offset (counted)."""
+    offsets = torch.zeros((), dtype=torch.int64)
+    for st, n in dims:
+        offsets = (offsets[..., None] + torch.arange(n, dtype=torch.int64) * st).flatten()
+    return offsets.unique().numel() < offsets.numel()
+
+
 def broadcast_positions(positions: torch.Size, lead: torch.Size) -> torch.Size:
     """The shape that positions of shape ``positions`` and x's leading shape ``lead`` (x's
     shape without D) broadcast to, worked out on the sizes alone (``torch.broadcast_shapes``
@@ -491,14 +520,6 @@ def broadcast_positions(positions: torch.Size, lead: torch.Size) -> torch.Size:
         elif a == 1:
             out.append(b)
         else:
-def _repeats(dims: list[tuple[int, int]]) -> bool:
-    """Whether two indices of dims ``(stride, size)`` give the same offset (counted)."""
-    offsets = torch.zeros((), dtype=torch.int64)
-    for st, n in dims:
-        offsets = (offsets[..., None] + torch.arange(n, dtype=torch.int64) * st).flatten()
-    return offsets.unique().numel() < offsets.numel()
-
-
             raise ValueError(
                 f"positions of shape {tuple(positions)} do not broadcast with x's leading "
                 f"shape {tuple(lead)}"

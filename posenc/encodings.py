@@ -11,11 +11,11 @@ import torch
 from torch import nn
 
 from posenc._validate import (
+    check_base,
     check_even_dim,
     check_float_dtype,
     check_int,
     check_positions,
-    check_positive_float,
 )
 
 __all__ = [
@@ -129,7 +129,7 @@ def sinusoidal_frequencies(dim: int, base: float = 10000.0, *, dtype=torch.float
 
     Raises:
         TypeError: if ``dim`` is not an int, ``base`` not a number or ``dtype`` not a dtype.
-        ValueError: if ``dim`` is not positive and even, ``base`` not positive, or ``dtype``
+        ValueError: if ``dim`` is not positive and even, ``base`` below 1 or not finite, or ``dtype``
             not a floating dtype.
 
     Example:
@@ -137,7 +137,7 @@ def sinusoidal_frequencies(dim: int, base: float = 10000.0, *, dtype=torch.float
         tensor([1.0000, 0.1000], dtype=torch.float64)
     """
     check_even_dim("dim", dim)
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     check_float_dtype("dtype", dtype)
     exponent = torch.arange(0, dim, 2, dtype=torch.float64) / dim  # 2i/dim
     return (base**-exponent).to(dtype)
@@ -159,7 +159,7 @@ def sinusoidal_encoding(num_positions: int, dim: int, base: float = 10000.0) -> 
     Raises:
         TypeError: if an argument has the wrong type.
         ValueError: if ``num_positions < 1``, ``dim`` is not positive and even, or
-            ``base <= 0``.
+            ``base`` below 1 or not finite.
 
     Example:
         >>> sinusoidal_encoding(2, 4)

@@ -36,6 +36,7 @@ import torch
 
 from posenc import plots
 from posenc._validate import (
+    check_base,
     check_even_dim,
     check_int,
     check_int_sequence,
@@ -305,7 +306,7 @@ def layout_figure(dim: int = 8, position: int = 1, *, base: float = 10.0):
     if dim > 32:
         raise ValueError(f"dim must be at most 32 for a readable figure, got dim={dim}")
     check_int("position", position)
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     fig, axes = plots.figure(1, 2, height=4.8, sharey=True)
     titles = {
         "interleaved": "interleaved: pairs (2i, 2i+1)",
@@ -421,7 +422,7 @@ def rope_scores(
     check_tensor("w_q", w_q, min_dim=2)
     check_tensor("w_k", w_k, min_dim=2)
     check_int("num_heads", num_heads, minimum=1)
-    check_positive_float("base", base)
+    check_base("base", base)
     num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
     check_int("num_kv_heads", num_kv_heads, minimum=1)
     if num_heads % num_kv_heads:

@@ -26,13 +26,13 @@ import torch
 from posenc._validate import (
     _compiling,
     broadcast_positions,
+    check_base,
     check_copyable,
     check_even_dim,
     check_int,
     check_layout,
-    check_positions,
     check_offset_sum,
-    check_positive_float,
+    check_positions,
     transforming,
 )
 from posenc.rope import _angles, _check_inv_freq, _check_rope_input, _join, rope_inv_freq
@@ -82,7 +82,7 @@ class _Args:
         wrapped = _functorch.is_functorch_wrapped_tensor
         self.transformed = _compiling() or wrapped(x) or wrapped(p) or transforming()
         if inv_freq is None:
-            self._base = check_positive_float("base", base)
+            self._base = check_base("base", base)
             self._inv_freq = None
             freq_key = ("base", self._base)
         else:
@@ -323,7 +323,7 @@ def rope_angles(
         TypeError: for positions that are not integers, another ``dtype``, or a ``dim``,
             ``offset``, ``base`` or ``inv_freq`` of the wrong type.
         ValueError: for another shape of positions, an odd or non-positive ``dim``, a
-            non-positive ``base``, or ``inv_freq`` of another shape.
+            ``base`` below 1, or ``inv_freq`` of another shape.
 
     Example:
         >>> angles = rope_angles(torch.arange(6) + 10, 8, base=100.0)
@@ -350,7 +350,7 @@ def rope_angles(
     if device is not None:
         p = p.to(device)
     if inv_freq is None:
-        base = check_positive_float("base", base)
+        base = check_base("base", base)
         if _compiling():  # traced into the graph, not looked up
             inv_freq = rope_inv_freq(dim, base)
         else:

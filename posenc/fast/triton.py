@@ -93,13 +93,13 @@ from typing import NamedTuple
 import torch
 
 from posenc._validate import (
+    check_base,
     check_bool,
     check_int,
     check_layout,
     check_no_overlap,
-    check_positions,
     check_offset_sum,
-    check_positive_float,
+    check_positions,
     check_tensor,
     check_writable,
     one_memory,
@@ -1011,7 +1011,7 @@ def _freqs(x, base, inv_freq) -> torch.Tensor:
     dtype, made once."""
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     if inv_freq is None:
-        base = check_positive_float("base", base)
+        base = check_base("base", base)
         if torch.compiler.is_compiling():  # traced into the graph, not looked up
             return rope_inv_freq(x.shape[-1], base).to(device=x.device, dtype=dtype)
         return _default_inv_freq(x.shape[-1], base, dtype, x.device)
