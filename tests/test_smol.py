@@ -6,7 +6,11 @@ posenc.smol``); these tests reuse it and never reach the network.
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -49,6 +53,53 @@ def test_auto_falls_back_with_one_warning_when_the_hub_does_not_answer(monkeypat
     assert len(caught) == 1
     with pytest.raises(RuntimeError, match=r"cannot read .* from the Hub: ConnectError"):
         smol.load("hub")
+
+
+_SILENT_HUB = r"""
+import socket, threading, time, warnings
+
+import huggingface_hub.constants  # imported before the clock starts: its import is no wait
+from posenc import smol
+
+server = socket.socket()
+server.bind(("127.0.0.1", int(__import__("os").environ["PORT"])))
+server.listen(16)
+held = []  # connections accepted and never answered
+
+
+def accept():
+    while True:
+        held.append(server.accept())
+
+
+threading.Thread(target=accept, daemon=True).start()
+smol._offline_folder = lambda cache: cache  # what falls back is timed, not the offline load
+smol._from_folder = lambda source, folder: source
+start = time.perf_counter()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    source = smol.load()
+print(source, f"{time.perf_counter() - start:.2f}", len(caught), str(caught[0].message))
+"""
+
+
+def test_auto_falls_back_within_the_documented_time_from_a_hub_that_never_answers(tmp_path):
+    """A Hub that accepts connections and never answers: load() goes offline with its one
+    warning after at most 5 s of waiting in all (huggingface_hub's own first request, its
+    retries and the probe's limit had added up to 11 s), in a fresh process."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE"))}
+    env.update(PORT=str(port), HF_ENDPOINT=f"http://127.0.0.1:{port}", HF_HOME=str(tmp_path / "hf"))
+    done = subprocess.run(
+        [sys.executable, "-c", _SILENT_HUB], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    source, took, warned, message = done.stdout.split(maxsplit=3)
+    assert source == "offline" and warned == "1", done.stdout
+    assert float(took) <= smol._HUB_PROBE_S + 0.5, f"{took} s to fall back"
+    assert "did not answer within 5 s" in message, message
 
 
 def test_a_missing_cache_without_a_package_index_fails_clearly(tmp_path, monkeypatch):
