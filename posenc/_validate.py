@@ -122,7 +122,8 @@ def check_base(name: str, value: object) -> float:
 def check_positions(name: str, positions: object, *, nonnegative: bool = True) -> torch.Tensor:
     """Return ``positions`` as a 1-D int64 tensor of integer positions.
 
-    Accepts an int (one position), a sequence of ints, or an integer tensor of any device.
+    Accepts an int (one position), a sequence of ints, or an integer tensor of any device
+    (not the meta device when ``nonnegative``: that check reads the values).
     """
     if isinstance(positions, bool):
         raise TypeError(f"{name} must be integers, got a bool")
@@ -149,6 +150,11 @@ def check_positions(name: str, positions: object, *, nonnegative: bool = True) -
         raise TypeError(f"{name} must hold integers, got dtype {t.dtype}")
     if t.dim() != 1:
         raise ValueError(f"{name} must be 1-D (one position per token), got shape {tuple(t.shape)}")
+    if nonnegative and t.device.type == "meta":
+        raise ValueError(
+            f"{name} is on the meta device, which holds no values, and its values are needed "
+            f"(each must be non-negative): put {name} on the CPU or a GPU"
+        )
     if nonnegative and bool((t < 0).any()):
         raise ValueError(f"{name} must be non-negative, got minimum {int(t.min())}")
     return t.to(torch.int64)

@@ -40,7 +40,8 @@ def integer_encoding(positions, dim: int) -> torch.Tensor:
 
     Raises:
         TypeError: if ``positions`` are not integers or ``dim`` is not an int.
-        ValueError: if ``positions`` is empty, not 1-D or negative, or ``dim < 1``.
+        ValueError: if ``positions`` is empty, not 1-D or negative, on the meta device (no
+            values to check), or ``dim < 1``.
 
     Example:
         >>> integer_encoding([0, 3], 4)
@@ -68,7 +69,8 @@ def length_normalized_encoding(positions, dim: int, length: int) -> torch.Tensor
 
     Raises:
         TypeError: if an argument has the wrong type.
-        ValueError: if ``length < 1`` or a position is outside ``0 .. length-1``.
+        ValueError: if ``length < 1``, a position is outside ``0 .. length-1``, or the
+            positions are on the meta device (no values to check).
 
     Example:
         >>> length_normalized_encoding([1], 2, length=4)
@@ -94,7 +96,8 @@ def binary_encoding(positions, num_bits: int) -> torch.Tensor:
 
     Raises:
         TypeError: if an argument has the wrong type.
-        ValueError: if ``num_bits`` is outside ``1 .. 62`` or a position does not fit.
+        ValueError: if ``num_bits`` is outside ``1 .. 62``, a position does not fit, or the
+            positions are on the meta device (no values to check).
 
     Example:
         >>> binary_encoding([252], 8)  # 252 = 0b11111100, read right to left
@@ -129,8 +132,8 @@ def sinusoidal_frequencies(dim: int, base: float = 10000.0, *, dtype=torch.float
 
     Raises:
         TypeError: if ``dim`` is not an int, ``base`` not a number or ``dtype`` not a dtype.
-        ValueError: if ``dim`` is not positive and even, ``base`` below 1 or not finite, or ``dtype``
-            not a floating dtype.
+        ValueError: if ``dim`` is not positive and even, ``base`` below 1 or not finite, or
+            ``dtype`` not a floating dtype.
 
     Example:
         >>> sinusoidal_frequencies(4, base=100.0)
@@ -211,7 +214,8 @@ class LearnedPositionalEmbedding(nn.Module):
         """Rows for ``positions``: ``[T, D]``.
 
         Raises:
-            ValueError: if a position is ``max_positions`` or beyond.
+            ValueError: if a position is ``max_positions`` or beyond, or the positions are
+                on the meta device (no values to check).
         """
         p = check_positions("positions", positions)
         if int(p.max()) >= self.max_positions:

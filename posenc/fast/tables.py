@@ -323,7 +323,8 @@ def rope_angles(
         TypeError: for positions that are not integers, another ``dtype``, or a ``dim``,
             ``offset``, ``base`` or ``inv_freq`` of the wrong type.
         ValueError: for another shape of positions, an odd or non-positive ``dim``, a
-            ``base`` below 1, or ``inv_freq`` of another shape.
+            ``base`` below 1, ``inv_freq`` of another shape, or a ``device`` this torch
+            cannot use (``"cuda"`` on a CPU-only build).
 
     Example:
         >>> angles = rope_angles(torch.arange(6) + 10, 8, base=100.0)
@@ -348,7 +349,7 @@ def rope_angles(
     else:
         p = check_positions("positions", positions, nonnegative=False)[None]
     if device is not None:
-        p = p.to(device)
+        p = _to_device(p, device)
     if inv_freq is None:
         base = check_base("base", base)
         if _compiling():  # traced into the graph, not looked up
@@ -362,6 +363,20 @@ def rope_angles(
     angles = (p.to(torch.int64) + offset).to(dtype)[..., None] * inv_freq.to(p.device, dtype)
     wide = angles.to(torch.float64)  # [R, T, D/2]
     return Angles(torch.stack((wide.cos(), wide.sin()), dim=-2).to(dtype))
+
+
+def _to_device(p: torch.Tensor, device: object) -> torch.Tensor:
+    """``p`` on ``device``, or an error naming the device when this torch has none such (a
+    CPU-only torch asked for ``"cuda"`` answers with its own AssertionError)."""
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a str or a torch.device, got {type(device).__name__}")
+    try:
+        return p.to(device)
+    except (AssertionError, RuntimeError) as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(
+            f"device must be a device this torch can use, got {device!r}: {reason}"
+        ) from None
 
 
 def _angle_tables(p, inv_freq, dtype):
