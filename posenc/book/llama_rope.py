@@ -14,7 +14,7 @@ Chapter 10 puts the RoPE of chapter 9 next to the code that runs Llama 3.2 1B. T
   smoothed or divided), :func:`bands_from_ratio`, :func:`band_counts`,
   :func:`band_table` and :func:`frequency_figure`.
 - **transformers**: :func:`llama32_config` builds the Llama 3.2 1B configuration for the
-  installed transformers (4.48 to 5.x), :func:`rope_settings` reads its RoPE settings back
+  installed transformers (4.56 to 5.x), :func:`rope_settings` reads its RoPE settings back
   in one form, :func:`transformers_inv_freq` and :func:`transformers_rope` run
   transformers' own ``LlamaRotaryEmbedding`` and ``apply_rotary_pos_emb``. transformers is
   imported inside these functions, so importing this module stays cheap.
@@ -847,7 +847,7 @@ def rope_settings(config) -> dict:
 
 
 def llama32_config(*, scaled: bool = True):
-    """The Llama 3.2 1B configuration for the installed transformers (4.48 to 5.x).
+    """The Llama 3.2 1B configuration for the installed transformers (4.56 to 5.x).
 
     ``rope_theta`` and ``rope_scaling`` are passed as keyword arguments, which every
     version from 4.43 to 5.x accepts (5.x files them under ``rope_parameters``); the
