@@ -99,22 +99,22 @@ def check_positive_float(name: str, value: object) -> float:
 
 
 def check_base(name: str, value: object) -> float:
-    """Return ``value`` as a float if it is a finite real number of at least 1: the base of
-    RoPE's or the sinusoidal encoding's frequencies ``base**(-2i/D)``, which then lie in
-    ``(0, 1]`` radians per position, so that no angle ``p * theta`` overflows even at the
-    ends of int64. Below 1 the frequencies rise above 1; for a tiny base (``1e-320``) they
-    reach inf and the angles NaN.
+    """Return ``value`` as a float if it is a finite real number of at least ``2**-64``: the
+    base of RoPE's or the sinusoidal encoding's frequencies ``base**(-2i/D)``, which then stay
+    below ``2**64``, so that no angle ``p * theta`` overflows float32 at any int64 position
+    (a tiny base such as ``1e-320`` gave inf frequencies and NaN angles). A base below 1, whose
+    frequencies rise above 1, is taken: the fast path computes such angles exactly.
 
     Raises:
         TypeError: if ``value`` is not a real number.
-        ValueError: naming ``value``, if it is not finite or below 1.
+        ValueError: naming ``value``, if it is not finite or below ``2**-64``.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
-    if not (value >= 1 and value < float("inf")):
+    if not (value >= 2.0**-64 and value < float("inf")):
         raise ValueError(
-            f"{name} must be finite and at least 1 (frequencies base**(-2i/D) in (0, 1]), "
-            f"got {name}={value}"
+            f"{name} must be finite and at least 2**-64 (so that no angle p * base**(-2i/D) "
+            f"overflows float32 at any int64 position), got {name}={value}"
         )
     return float(value)
 

@@ -132,7 +132,7 @@ def sinusoidal_frequencies(dim: int, base: float = 10000.0, *, dtype=torch.float
 
     Raises:
         TypeError: if ``dim`` is not an int, ``base`` not a number or ``dtype`` not a dtype.
-        ValueError: if ``dim`` is not positive and even, ``base`` below 1 or not finite, or
+        ValueError: if ``dim`` is not positive and even, ``base`` below 2**-64 or not finite, or
             ``dtype`` not a floating dtype.
 
     Example:
@@ -162,7 +162,7 @@ def sinusoidal_encoding(num_positions: int, dim: int, base: float = 10000.0) -> 
     Raises:
         TypeError: if an argument has the wrong type.
         ValueError: if ``num_positions < 1``, ``dim`` is not positive and even, or
-            ``base`` below 1 or not finite.
+            ``base`` below 2**-64 or not finite.
 
     Example:
         >>> sinusoidal_encoding(2, 4)

@@ -67,7 +67,7 @@ def rope_inv_freq(dim: int, base: float = 10000.0) -> torch.Tensor:
 
     Raises:
         TypeError: if ``dim`` is not an int or ``base`` not a number.
-        ValueError: if ``dim`` is not positive and even or ``base`` is below 1 or not finite.
+        ValueError: if ``dim`` is not positive and even or ``base`` is below 2**-64 or not finite.
 
     Example:
         >>> rope_inv_freq(4, base=100.0)

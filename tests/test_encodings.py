@@ -89,10 +89,11 @@ def test_block_diagonal_keeps_a_nan_or_inf_in_its_own_block(value):
         assert torch.equal(block.nan_to_num(7.0), blocks[:, i].nan_to_num(7.0))
 
 
-@pytest.mark.parametrize("base", [1e-320, 5e-324, 1e-30, 0.5, 1 - 2**-53])
-def test_a_base_below_1_is_refused_by_every_function_that_takes_one(base):
-    """A subnormal base passed and gave NaN (its frequencies overflow); every base below 1
-    is now refused, naming it, by the core's functions and the fast path."""
+@pytest.mark.parametrize("base", [1e-320, 5e-324, 1e-30, 2.0**-65, 0.0])
+def test_a_base_too_small_for_float32_angles_is_refused_by_every_function_that_takes_one(base):
+    """A subnormal base passed and gave NaN (its frequencies overflow); every base below
+    2**-64, where an angle could overflow float32, is now refused, naming it, by the core's
+    functions and the fast path."""
     from posenc import fast, scaling
 
     calls = [
@@ -109,18 +110,18 @@ def test_a_base_below_1_is_refused_by_every_function_that_takes_one(base):
         lambda: fast.rope_angles(torch.arange(4), 8, base=base),
     ]
     for call in calls:
-        with pytest.raises(ValueError, match="base must be finite and at least 1"):
+        with pytest.raises(ValueError, match=r"base must be finite and at least 2\*\*-64"):
             call()
 
 
 @settings(max_examples=60, deadline=None)
 @given(
-    base=st.one_of(st.just(1.0), st.floats(1.0, 1e300)),
+    base=st.one_of(st.just(2.0**-64), st.floats(2.0**-64, 1e300)),
     position=st.integers(-(2**63), 2**63 - 1),
 )
 def test_every_base_taken_gives_finite_rotations_that_keep_norms(base, position):
-    """From base 1 up, at any int64 position, RoPE's result is finite and keeps the norm
-    (the angles p * theta stay below 2**63, finite in float32)."""
+    """From base 2**-64 up, at any int64 position, RoPE's result is finite and keeps the
+    norm (the frequencies stay below 2**64, the angles p * theta finite in float32)."""
     x = torch.randn(1, 16, dtype=torch.float64)
     for dtype in (torch.float32, torch.float64):
         y = pe.apply_rope(x.to(dtype), [position], base=base)
@@ -165,7 +166,7 @@ def test_learned_table_has_a_hard_limit_and_is_seeded():
         (
             lambda: pe.sinusoidal_encoding(4, 4, base=-1.0),
             ValueError,
-            "base must be finite and at least 1",
+            "base must be finite and at least 2\\*\\*-64",
         ),
         (lambda: pe.sinusoidal_encoding(4.0, 4), TypeError, "num_positions must be an int"),
         (lambda: pe.binary_encoding([256], 8), ValueError, "below 2\\*\\*num_bits=256"),

@@ -154,12 +154,9 @@ def test_yarn_keeps_fast_pairs_and_divides_slow_ones(half, base, factor, trained
     assert bool((got[between] >= plain[between] / factor * (1 - 1e-12)).all())
 
 
-@pytest.mark.parametrize(
-    ("base", "rule"),
-    [(1.0, "base must exceed 1 for YaRN"), (0.5, "base must be finite and at least 1")],
-)
-def test_yarn_needs_frequencies_that_fall(base, rule):
-    with pytest.raises(ValueError, match=rule):
+@pytest.mark.parametrize("base", [1.0, 0.5])
+def test_yarn_needs_frequencies_that_fall(base):
+    with pytest.raises(ValueError, match="base must exceed 1"):
         sc.yarn_inv_freq(8, base, 2.0, 4096)
 
 

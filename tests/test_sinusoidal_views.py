@@ -261,7 +261,7 @@ def test_step_and_dot_product_figures_draw_their_curves():
         (
             lambda: sv.naive_sinusoidal_encoding(3, 4, -1.0),
             ValueError,
-            "base must be finite and at least 1",
+            "base must be finite and at least 2\\*\\*-64",
         ),
         (lambda: sv.direct_frequencies(4, dtype=torch.int32), ValueError, "dtype must be one of"),
         (lambda: sv.log_space_frequencies(4.0), TypeError, "dim must be an int"),

@@ -130,7 +130,7 @@ def clockwise_rope_matrix(
     Raises:
         TypeError: if ``position`` or ``dim`` is not an int, ``base`` not a number or
             ``dtype`` not a floating dtype.
-        ValueError: if ``dim`` is not positive and even or ``base`` is below 1 or not finite.
+        ValueError: if ``dim`` is not positive and even or ``base`` is below 2**-64 or not finite.
 
     Example:
         >>> clockwise_rope_matrix(1, 2, dtype=torch.float32)  # theta_0 = 1 rad
@@ -788,7 +788,7 @@ def playground_state(
 
     Raises:
         TypeError: if a position, ``pair``, ``dim`` or ``seed`` is not an int.
-        ValueError: if ``pair`` is out of range, ``dim`` odd or ``base`` below 1 or not finite.
+        ValueError: if ``pair`` is out of range, ``dim`` odd or ``base`` below 2**-64 or not finite.
 
     Example:
         >>> a, b = playground_state(2, 5), playground_state(12, 15)

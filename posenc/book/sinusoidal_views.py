@@ -92,7 +92,7 @@ def naive_sinusoidal_encoding(num_positions: int, dim: int, base: float = 10000.
     Raises:
         TypeError: if an argument has the wrong type.
         ValueError: if ``num_positions < 1``, ``dim`` is not positive and even, or
-            ``base`` is not finite or below 1.
+            ``base`` is not finite or below 2**-64.
 
     Example:
         >>> naive_sinusoidal_encoding(2, 2)
@@ -135,7 +135,7 @@ def direct_frequencies(dim: int, base: float = 10000.0, *, dtype=torch.float32) 
 
     Raises:
         TypeError: if ``dim`` or ``base`` has the wrong type.
-        ValueError: if ``dim`` is not positive and even, ``base`` not finite or below 1,
+        ValueError: if ``dim`` is not positive and even, ``base`` not finite or below 2**-64,
             or ``dtype`` not a floating dtype listed above.
 
     Example:
@@ -169,7 +169,7 @@ def log_space_frequencies(dim: int, base: float = 10000.0, *, dtype=torch.float3
 
     Raises:
         TypeError: if ``dim`` or ``base`` has the wrong type.
-        ValueError: if ``dim`` is not positive and even, ``base`` not finite or below 1,
+        ValueError: if ``dim`` is not positive and even, ``base`` not finite or below 2**-64,
             or ``dtype`` not a floating dtype listed above.
 
     Example:
@@ -234,7 +234,7 @@ def frequency_forms_table(
 
     Args:
         dims: feature sizes ``D`` (each positive and even).
-        bases: bases of the wavelengths (each finite and at least 1).
+        bases: bases of the wavelengths (each finite and at least 2**-64).
         dtypes: the dtypes both forms are computed in (float16, bfloat16, float32,
             float64).
 
@@ -307,7 +307,7 @@ def wavelengths(dim: int, base: float = 10000.0) -> torch.Tensor:
 
     Raises:
         TypeError: if an argument has the wrong type.
-        ValueError: if ``dim`` is not positive and even or ``base`` not finite or below 1.
+        ValueError: if ``dim`` is not positive and even or ``base`` not finite or below 2**-64.
 
     Example:
         >>> wavelengths(4, base=100.0)
@@ -330,7 +330,7 @@ def wavelength_table(dim: int, base: float = 10000.0, *, every: int = 1) -> Tabl
 
     Raises:
         TypeError: if an argument has the wrong type.
-        ValueError: if ``dim`` is not positive and even, ``base`` not finite or below 1,
+        ValueError: if ``dim`` is not positive and even, ``base`` not finite or below 2**-64,
             or ``every < 1``.
 
     Example:
@@ -443,7 +443,7 @@ def sinusoidal_step_norm(dim: int, base: float = 10000.0) -> float:
 
     Raises:
         TypeError: if an argument has the wrong type.
-        ValueError: if ``dim`` is not positive and even or ``base`` not finite or below 1.
+        ValueError: if ``dim`` is not positive and even or ``base`` not finite or below 2**-64.
 
     Example:
         >>> round(sinusoidal_step_norm(2), 6)  # one pair turning 1 radian: 2 sin(1/2)
@@ -500,7 +500,7 @@ def dot_product_closed_form(offsets, dim: int, base: float = 10000.0) -> torch.T
     Raises:
         TypeError: if ``offsets`` are not integers or ``dim``/``base`` have the wrong type.
         ValueError: if ``offsets`` is empty or not 1-D, ``dim`` not positive and even, or
-            ``base`` not finite or below 1.
+            ``base`` not finite or below 2**-64.
 
     Example:
         >>> dot_product_closed_form([0, 1], 2)  # one pair: cos(0), cos(1)
@@ -692,7 +692,7 @@ def stepped_animation(
     Raises:
         TypeError: if an argument has the wrong type.
         ValueError: if ``num_frames`` is outside ``1 .. 40``, ``dim`` is not positive, even
-            and at most 62, ``base`` not finite or below 1, or ``dpi`` outside
+            and at most 62, ``base`` not finite or below 2**-64, or ``dpi`` outside
             ``20 .. 100``.
 
     Example:

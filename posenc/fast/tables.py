@@ -323,7 +323,7 @@ def rope_angles(
         TypeError: for positions that are not integers, another ``dtype``, or a ``dim``,
             ``offset``, ``base`` or ``inv_freq`` of the wrong type.
         ValueError: for another shape of positions, an odd or non-positive ``dim``, a
-            ``base`` below 1, ``inv_freq`` of another shape, or a ``device`` this torch
+            ``base`` below 2**-64, ``inv_freq`` of another shape, or a ``device`` this torch
             cannot use (``"cuda"`` on a CPU-only build).
 
     Example:
