@@ -22,19 +22,23 @@ and the meta device holds no values at all).
 
 The package has three layers (``posenc/README.md`` draws them):
 
-- **the core**, the modules of this folder, one idea each and needing torch alone:
+- **the core**, the modules of this folder, one idea each and importing torch alone:
   :mod:`~posenc.encodings` (integer, binary, sinusoidal, learned), :mod:`~posenc.rotation`,
   :mod:`~posenc.rope` (the reference ``apply_rope``, layouts, n-D), :mod:`~posenc.scaling`
   (frequencies for longer contexts), :mod:`~posenc.relative` (Shaw, T5, ALiBi),
   :mod:`~posenc.attention`, :mod:`~posenc.properties`, :mod:`~posenc.precision`,
   :mod:`~posenc.llama` (the Llama 3.2 data), :mod:`~posenc.smol` (a small trained Llama),
-  :mod:`~posenc.decoder` (its forward pass by hand), :mod:`~posenc.device`, and ``_validate``;
+  :mod:`~posenc.decoder` (its forward pass by hand), :mod:`~posenc.device`, ``_validate``
+  and ``_extras``. The mathematics runs on torch alone; the two loaders, ``llama`` and
+  ``smol``, also need the ``book`` extra (``pip install 'posenc[book]'``: transformers,
+  the tokenizers, the Hub client, gguf) to load anything, and say so when it is missing;
 - **the fast path**, :mod:`posenc.fast`: the same RoPE built for speed (C loop, Triton,
   cached tables), opt-in, and measured by ``python -m posenc.bench``;
 - **the training experiment**, :mod:`posenc.train`: small decoders trained from scratch
   with each encoding of the core and measured past their training length (torch alone);
 - **the book**, :mod:`posenc.book`, :mod:`posenc.plots`, :mod:`posenc.table` and
-  :mod:`posenc.bench`: each chapter's views, figures, tables, animations and playgrounds.
+  :mod:`posenc.bench`: each chapter's views, figures, tables, animations and playgrounds;
+  all but ``table`` need the ``book`` extra, and say so on import when it is missing.
 
 The core imports none of the other layers; importing ``posenc`` loads the core only, and
 the other layers load when first named (``pe.fast``, ``pe.book``, ``pe.plots``,

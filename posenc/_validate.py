@@ -32,6 +32,63 @@ def check_even_dim(name: str, value: object) -> int:
     return value
 
 
+def check_offset_sum(positions: object, x: object, offset: object) -> None:
+    """Refuse an ``offset`` that takes a position past int64 (where ``positions + offset``
+    would wrap around to the other end and rotate by a wrong angle, with no error).
+
+    ``positions`` None stands for ``0 .. T-1``, T being ``x.shape[-2]``. A tensor's values
+    are read only where that is sound and needed: not for an integer dtype too narrow for
+    ``offset`` to take it out of int64, nor on the meta device, nor while ``torch.compile``
+    traces, a ``torch.func`` transform runs or a CUDA graph is being captured (nothing may
+    be read from the device then); positions on a GPU with a non-zero offset are otherwise
+    read once (their least and largest values). Arguments of other kinds are left to the
+    caller's own checks, which run after this one.
+
+    Raises:
+        ValueError: naming the offset and the range of the positions, when a sum leaves int64.
+    """
+    if type(offset) is not int or offset == 0 or not -_INT64 <= offset < _INT64:
+        return
+    if positions is None:
+        if not isinstance(x, torch.Tensor) or x.dim() < 2 or x.shape[-2] < 1:
+            return
+        low, high = 0, x.shape[-2] - 1
+    elif isinstance(positions, torch.Tensor):
+        dtype = positions.dtype
+        if positions.is_floating_point() or positions.is_complex() or dtype == torch.bool:
+            return
+        info = torch.iinfo(dtype)
+        if info.min + offset >= -_INT64 and info.max + offset < _INT64:
+            return  # no value of this dtype leaves int64
+        if not _readable(positions):
+            return
+        low, high = (int(v) for v in torch.aminmax(positions.to(torch.int64)))
+    elif isinstance(positions, int) and not isinstance(positions, bool):
+        low = high = positions
+    elif (
+        isinstance(positions, Sequence)
+        and not isinstance(positions, (str, bytes))
+        and len(positions) > 0
+        and all(isinstance(p, int) and not isinstance(p, bool) for p in positions)
+    ):
+        low, high = min(positions), max(positions)
+    else:
+        return
+    if low + offset < -_INT64 or high + offset >= _INT64:
+        raise ValueError(
+            f"positions + offset must fit in int64 (-2**63 to 2**63 - 1), got offset={offset} "
+            f"with positions from {low} to {high}"
+        )
+
+
+def _readable(t: torch.Tensor) -> bool:
+    """Whether ``t``'s values can be read on the host now: it holds some, on a real device,
+    and nothing is being traced, transformed or captured."""
+    if t.numel() == 0 or t.device.type == "meta" or _compiling() or transforming():
+        return False
+    return not (t.device.type == "cuda" and torch.cuda.is_current_stream_capturing())
+
+
 def check_positive_float(name: str, value: object) -> float:
     """Return ``value`` as a float if it is a finite real number above 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -41,10 +98,32 @@ def check_positive_float(name: str, value: object) -> float:
     return float(value)
 
 
+def check_base(name: str, value: object) -> float:
+    """Return ``value`` as a float if it is a finite real number of at least ``2**-64``: the
+    base of RoPE's or the sinusoidal encoding's frequencies ``base**(-2i/D)``, which then stay
+    below ``2**64``, so that no angle ``p * theta`` overflows float32 at any int64 position
+    (a tiny base such as ``1e-320`` gave inf frequencies and NaN angles). A base below 1, whose
+    frequencies rise above 1, is taken: the fast path computes such angles exactly.
+
+    Raises:
+        TypeError: if ``value`` is not a real number.
+        ValueError: naming ``value``, if it is not finite or below ``2**-64``.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
+    if not (value >= 2.0**-64 and value < float("inf")):
+        raise ValueError(
+            f"{name} must be finite and at least 2**-64 (so that no angle p * base**(-2i/D) "
+            f"overflows float32 at any int64 position), got {name}={value}"
+        )
+    return float(value)
+
+
 def check_positions(name: str, positions: object, *, nonnegative: bool = True) -> torch.Tensor:
     """Return ``positions`` as a 1-D int64 tensor of integer positions.
 
-    Accepts an int (one position), a sequence of ints, or an integer tensor of any device.
+    Accepts an int (one position), a sequence of ints, or an integer tensor of any device
+    (not the meta device when ``nonnegative``: that check reads the values).
     """
     if isinstance(positions, bool):
         raise TypeError(f"{name} must be integers, got a bool")
@@ -71,6 +150,11 @@ def check_positions(name: str, positions: object, *, nonnegative: bool = True) -
         raise TypeError(f"{name} must hold integers, got dtype {t.dtype}")
     if t.dim() != 1:
         raise ValueError(f"{name} must be 1-D (one position per token), got shape {tuple(t.shape)}")
+    if nonnegative and t.device.type == "meta":
+        raise ValueError(
+            f"{name} is on the meta device, which holds no values, and its values are needed "
+            f"(each must be non-negative): put {name} on the CPU or a GPU"
+        )
     if nonnegative and bool((t < 0).any()):
         raise ValueError(f"{name} must be non-negative, got minimum {int(t.min())}")
     return t.to(torch.int64)
@@ -378,17 +462,47 @@ def check_real_pair(name: str, value: object) -> tuple[float, float]:
 
 
 def check_no_overlap(name: str, t: torch.Tensor) -> None:
-    """An in-place rotation needs every element of ``t`` once (an expanded view has repeats).
+    """An in-place rotation needs every element of ``t`` once: refuse a view that holds one
+    element in several places (an expanded view, stride 0; or windows that overlap, as
+    ``unfold`` makes), where writing one element changes another.
+
+    Told from the sizes and strides: the dims taken from the smallest stride up, a tensor
+    whose every stride passes the reach of the dims before it (the usual case: any dense or
+    sliced tensor) holds each element once; otherwise the offsets of its elements are
+    counted (nothing is read). While ``torch.compile`` traces, only stride 0 is looked for.
 
     Raises:
-        ValueError: naming ``t`` and its strides, when a dim of more than one entry has
-            stride 0.
+        ValueError: naming ``t`` and its strides, when it holds an element twice.
+
+    Example:
+        >>> check_no_overlap("x", torch.zeros(3, 4)[:, ::2])
+        >>> check_no_overlap("x", torch.arange(16.0).unfold(0, 4, 2))
+        Traceback (most recent call last):
+        ...
+        ValueError: x must not overlap itself for an in-place rotation, got shape (7, 4) and strides (2, 1)
     """
-    strides = t.stride()
-    if 0 in strides and any(st == 0 and n > 1 for st, n in zip(strides, t.shape, strict=True)):
+    dims = [(st, n) for n, st in zip(t.shape, t.stride(), strict=True) if n > 1]
+    overlaps = any(st == 0 for st, _ in dims)
+    if not overlaps and not _compiling():
+        span = 0  # how far the dims with smaller strides reach
+        for st, n in sorted(dims):
+            if st <= span:
+                overlaps = _repeats(dims)
+                break
+            span += (n - 1) * st
+    if overlaps:
         raise ValueError(
-            f"{name} must not overlap itself for an in-place rotation, got strides {t.stride()}"
+            f"{name} must not overlap itself for an in-place rotation, got shape "
+            f"{tuple(t.shape)} and strides {t.stride()}"
         )
+
+
+def _repeats(dims: list[tuple[int, int]]) -> bool:
+    """Whether two indices of dims ``(stride, size)`` give the same offset (counted)."""
+    offsets = torch.zeros((), dtype=torch.int64)
+    for st, n in dims:
+        offsets = (offsets[..., None] + torch.arange(n, dtype=torch.int64) * st).flatten()
+    return offsets.unique().numel() < offsets.numel()
 
 
 def broadcast_positions(positions: torch.Size, lead: torch.Size) -> torch.Size:

@@ -97,7 +97,8 @@ def permute_positions(x: torch.Tensor, perm: torch.Tensor | list[int]) -> torch.
 
     Raises:
         TypeError: if ``x`` is not a tensor or ``perm`` is not integers.
-        ValueError: if ``perm`` is not a permutation of ``0 .. T-1``.
+        ValueError: if ``perm`` is not a permutation of ``0 .. T-1``, or is on the meta
+            device (no values to check).
 
     Example:
         >>> x = torch.arange(6.0).reshape(3, 2)
@@ -122,6 +123,11 @@ def permute_positions(x: torch.Tensor, perm: torch.Tensor | list[int]) -> torch.
         raise TypeError(f"perm must be a list of integers or an integer tensor, got {perm!r}")
     if perm_t.is_floating_point() or perm_t.is_complex() or perm_t.dtype == torch.bool:
         raise TypeError(f"perm must hold integers, got dtype {perm_t.dtype}")
+    if perm_t.device.type == "meta":
+        raise ValueError(
+            "perm is on the meta device, which holds no values, and its values are needed (it "
+            "must be a permutation): put perm on the CPU or on x's device"
+        )
     n = x.shape[-2]
     if (
         perm_t.dim() != 1

@@ -11,11 +11,11 @@ import torch
 from torch import nn
 
 from posenc._validate import (
+    check_base,
     check_even_dim,
     check_float_dtype,
     check_int,
     check_positions,
-    check_positive_float,
 )
 
 __all__ = [
@@ -40,7 +40,8 @@ def integer_encoding(positions, dim: int) -> torch.Tensor:
 
     Raises:
         TypeError: if ``positions`` are not integers or ``dim`` is not an int.
-        ValueError: if ``positions`` is empty, not 1-D or negative, or ``dim < 1``.
+        ValueError: if ``positions`` is empty, not 1-D or negative, on the meta device (no
+            values to check), or ``dim < 1``.
 
     Example:
         >>> integer_encoding([0, 3], 4)
@@ -68,7 +69,8 @@ def length_normalized_encoding(positions, dim: int, length: int) -> torch.Tensor
 
     Raises:
         TypeError: if an argument has the wrong type.
-        ValueError: if ``length < 1`` or a position is outside ``0 .. length-1``.
+        ValueError: if ``length < 1``, a position is outside ``0 .. length-1``, or the
+            positions are on the meta device (no values to check).
 
     Example:
         >>> length_normalized_encoding([1], 2, length=4)
@@ -94,7 +96,8 @@ def binary_encoding(positions, num_bits: int) -> torch.Tensor:
 
     Raises:
         TypeError: if an argument has the wrong type.
-        ValueError: if ``num_bits`` is outside ``1 .. 62`` or a position does not fit.
+        ValueError: if ``num_bits`` is outside ``1 .. 62``, a position does not fit, or the
+            positions are on the meta device (no values to check).
 
     Example:
         >>> binary_encoding([252], 8)  # 252 = 0b11111100, read right to left
@@ -129,15 +132,15 @@ def sinusoidal_frequencies(dim: int, base: float = 10000.0, *, dtype=torch.float
 
     Raises:
         TypeError: if ``dim`` is not an int, ``base`` not a number or ``dtype`` not a dtype.
-        ValueError: if ``dim`` is not positive and even, ``base`` not positive, or ``dtype``
-            not a floating dtype.
+        ValueError: if ``dim`` is not positive and even, ``base`` below 2**-64 or not finite, or
+            ``dtype`` not a floating dtype.
 
     Example:
         >>> sinusoidal_frequencies(4, base=100.0)
         tensor([1.0000, 0.1000], dtype=torch.float64)
     """
     check_even_dim("dim", dim)
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     check_float_dtype("dtype", dtype)
     exponent = torch.arange(0, dim, 2, dtype=torch.float64) / dim  # 2i/dim
     return (base**-exponent).to(dtype)
@@ -159,7 +162,7 @@ def sinusoidal_encoding(num_positions: int, dim: int, base: float = 10000.0) -> 
     Raises:
         TypeError: if an argument has the wrong type.
         ValueError: if ``num_positions < 1``, ``dim`` is not positive and even, or
-            ``base <= 0``.
+            ``base`` below 2**-64 or not finite.
 
     Example:
         >>> sinusoidal_encoding(2, 4)
@@ -211,7 +214,8 @@ class LearnedPositionalEmbedding(nn.Module):
         """Rows for ``positions``: ``[T, D]``.
 
         Raises:
-            ValueError: if a position is ``max_positions`` or beyond.
+            ValueError: if a position is ``max_positions`` or beyond, or the positions are
+                on the meta device (no values to check).
         """
         p = check_positions("positions", positions)
         if int(p.max()) >= self.max_positions:

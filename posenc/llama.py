@@ -39,6 +39,7 @@ from typing import Any, BinaryIO
 
 import torch
 
+from posenc._extras import require
 from posenc.device import cache_dir
 
 __all__ = [
@@ -355,7 +356,7 @@ def _hub_failure(err: Exception, token: str) -> str:
         reason = f"{name}: HTTP {status}, the Hub refused the token ({said.strip()})"
     elif "Timeout" in name:
         reason = f"{name}: {constants.ENDPOINT} did not answer within {_HUB_TIMEOUT_S:g} s"
-    elif name == "ConnectError":
+    elif name in ("ConnectError", "ConnectionError"):  # httpx's, requests' (before 1.0)
         reason = f"{name}: cannot connect to {constants.ENDPOINT} ({err})"
     else:
         lines = str(err).strip().splitlines()
@@ -364,6 +365,10 @@ def _hub_failure(err: Exception, token: str) -> str:
 
 
 # --- tokenizer ------------------------------------------------------------------------------
+
+
+_OFFLINE_PACKAGES = ("transformers", "tokenizers", "tiktoken", "llama_models")
+"""What the offline tokenizer is built with (the ``book`` extra)."""
 
 
 def _tokenizer_model_path() -> Path:
@@ -439,12 +444,14 @@ def offline_tokenizer(*, cache: Path | None = None) -> Any:
     Raises:
         TypeError: if ``cache`` is not a path.
         RuntimeError: if the shipped ``tokenizer.model`` is not the known Llama 3 file.
+        ModuleNotFoundError: without the ``book`` extra, naming ``pip install 'posenc[book]'``.
 
     Example:
         >>> tok = offline_tokenizer()
         >>> tok("The dog chased another dog")["input_ids"]
         [128000, 791, 5679, 62920, 2500, 5679]
     """
+    require("posenc.llama.offline_tokenizer", *_OFFLINE_PACKAGES)
     import tokenizers
     from tokenizers import Tokenizer
 
@@ -782,6 +789,7 @@ def load(source: str = "auto") -> Llama:
         ValueError: if ``source`` is unknown, or ``"hub"`` is asked for with no token or
             with ``HF_HUB_OFFLINE`` set.
         RuntimeError: if ``source="hub"`` and the Hub cannot be read.
+        ModuleNotFoundError: without the ``book`` extra, naming ``pip install 'posenc[book]'``.
 
     Example:
         >>> llama = load("offline")
@@ -790,6 +798,7 @@ def load(source: str = "auto") -> Llama:
     """
     if source not in _SOURCES:
         raise ValueError(f"source must be one of {_SOURCES}, got {source!r}")
+    require("posenc.llama.load", *_OFFLINE_PACKAGES, "huggingface_hub", "safetensors")
     if source == "offline":
         return Llama("offline", offline_tokenizer())
     token = None if _offline_requested() else _hf_token()

@@ -21,10 +21,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import matplotlib as mpl
-import matplotlib.figure
-import matplotlib.pyplot as plt
 import torch
+
+from posenc._extras import missing_error
+
+try:
+    import matplotlib as mpl
+    import matplotlib.figure
+    import matplotlib.pyplot as plt
+except ModuleNotFoundError as err:
+    raise missing_error("posenc.plots", [err.name or "matplotlib"]) from None
 
 from posenc._validate import check_bool, check_int, check_real, check_sequence, check_str_sequence
 

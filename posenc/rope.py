@@ -27,6 +27,7 @@ import torch
 from posenc._validate import (
     LAYOUTS,
     broadcast_positions,
+    check_base,
     check_copyable,
     check_even_dim,
     check_int,
@@ -34,7 +35,6 @@ from posenc._validate import (
     check_no_overlap,
     check_option,
     check_positions,
-    check_positive_float,
     check_tensor,
     same_device,
 )
@@ -67,14 +67,14 @@ def rope_inv_freq(dim: int, base: float = 10000.0) -> torch.Tensor:
 
     Raises:
         TypeError: if ``dim`` is not an int or ``base`` not a number.
-        ValueError: if ``dim`` is not positive and even or ``base`` is not positive.
+        ValueError: if ``dim`` is not positive and even or ``base`` is below 2**-64 or not finite.
 
     Example:
         >>> rope_inv_freq(4, base=100.0)
         tensor([1.0000, 0.1000], dtype=torch.float64)
     """
     check_even_dim("dim", dim)
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     return base ** -(torch.arange(0, dim, 2, dtype=torch.float64) / dim)
 
 
@@ -234,7 +234,7 @@ def apply_rope_(
     Raises:
         TypeError, ValueError: as :func:`apply_rope`, and ValueError when the positions
             would broadcast ``x`` to a larger shape, or ``x`` holds one element in several
-            places (an expanded view).
+            places (an expanded view, or windows that overlap as ``unfold`` makes).
 
     Example:
         >>> x = torch.randn(2, 5, 8)

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import torch
 
-from posenc._validate import check_even_dim, check_int, check_positive_float, check_tensor
+from posenc._validate import (
+    check_base,
+    check_even_dim,
+    check_int,
+    check_tensor,
+)
 from posenc.encodings import sinusoidal_frequencies
 
 __all__ = ["block_diagonal", "rotation_matrix", "sinusoidal_shift_matrix"]
@@ -49,7 +54,8 @@ def block_diagonal(blocks: torch.Tensor) -> torch.Tensor:
         blocks: ``[..., n, 2, 2]``.
 
     Returns:
-        ``[..., 2n, 2n]``, zero off the blocks; block ``i`` acts on features ``2i, 2i+1``.
+        ``[..., 2n, 2n]``, zero off the blocks (whatever the blocks hold, NaN and inf
+        included); block ``i`` acts on features ``2i, 2i+1``.
 
     Raises:
         TypeError: if ``blocks`` is not a floating tensor.
@@ -66,9 +72,10 @@ def block_diagonal(blocks: torch.Tensor) -> torch.Tensor:
     if blocks.shape[-2:] != (2, 2):
         raise ValueError(f"blocks must have shape [..., n, 2, 2], got {tuple(blocks.shape)}")
     *lead, n, _, _ = blocks.shape
-    eye = torch.eye(n, dtype=blocks.dtype, device=blocks.device)  # [n, n]
-    # out[..., i, a, j, b] = eye[i, j] * blocks[..., i, a, b]
-    out = eye[:, None, :, None] * blocks[..., :, :, None, :]
+    on = torch.eye(n, dtype=torch.bool, device=blocks.device)[:, None, :, None]  # [n, 1, n, 1]
+    # out[..., i, a, j, b] = blocks[..., i, a, b] where i == j, else 0: chosen, not multiplied
+    # by 0, so that a NaN or inf in one block stays in that block
+    out = torch.where(on, blocks[..., :, :, None, :], blocks.new_zeros(()))
     return out.reshape(*lead, 2 * n, 2 * n)
 
 
@@ -98,6 +105,6 @@ def sinusoidal_shift_matrix(offset: int, dim: int, base: float = 10000.0) -> tor
     """
     check_int("offset", offset)
     check_even_dim("dim", dim)
-    check_positive_float("base", base)
+    check_base("base", base)
     w = sinusoidal_frequencies(dim, base)  # [D/2]
     return block_diagonal(rotation_matrix(-w * offset))

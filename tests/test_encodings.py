@@ -75,6 +75,60 @@ def test_block_diagonal_equals_blockwise_application():
     torch.testing.assert_close(pe.block_diagonal(blocks) @ x, blockwise)
 
 
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_block_diagonal_keeps_a_nan_or_inf_in_its_own_block(value):
+    """A value that is not finite stays where it was put: every entry off the blocks is 0
+    (multiplying by a 0 mask spread a NaN along the block's rows to (0, 2) and (0, 4))."""
+    blocks = torch.randn(2, 3, 2, 2)
+    blocks[0, 0, 0, 0] = value
+    got = pe.block_diagonal(blocks)
+    on = torch.block_diag(*[torch.ones(2, 2)] * 3).bool()
+    assert torch.equal(got[..., ~on], torch.zeros(2, 24))
+    for i in range(3):  # each block as given, bit for bit (NaN where it was)
+        block = got[..., 2 * i : 2 * i + 2, 2 * i : 2 * i + 2]
+        assert torch.equal(block.nan_to_num(7.0), blocks[:, i].nan_to_num(7.0))
+
+
+@pytest.mark.parametrize("base", [1e-320, 5e-324, 1e-30, 2.0**-65, 0.0])
+def test_a_base_too_small_for_float32_angles_is_refused_by_every_function_that_takes_one(base):
+    """A subnormal base passed and gave NaN (its frequencies overflow); every base below
+    2**-64, where an angle could overflow float32, is now refused, naming it, by the core's
+    functions and the fast path."""
+    from posenc import fast, scaling
+
+    calls = [
+        lambda: pe.rope_inv_freq(8, base),
+        lambda: pe.apply_rope(torch.randn(4, 8), base=base),
+        lambda: pe.apply_rope_(torch.randn(4, 8), base=base),
+        lambda: pe.rope_matrix(3, 8, base=base),
+        lambda: pe.sinusoidal_encoding(4, 8, base),
+        lambda: pe.sinusoidal_frequencies(8, base),
+        lambda: pe.sinusoidal_shift_matrix(2, 8, base),
+        lambda: scaling.ntk_aware_inv_freq(8, base, 2.0),
+        lambda: fast.apply_rope(torch.randn(4, 8), base=base),
+        lambda: fast.apply_rope_(torch.randn(4, 8), base=base),
+        lambda: fast.rope_angles(torch.arange(4), 8, base=base),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match=r"base must be finite and at least 2\*\*-64"):
+            call()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    base=st.one_of(st.just(2.0**-64), st.floats(2.0**-64, 1e300)),
+    position=st.integers(-(2**63), 2**63 - 1),
+)
+def test_every_base_taken_gives_finite_rotations_that_keep_norms(base, position):
+    """From base 2**-64 up, at any int64 position, RoPE's result is finite and keeps the
+    norm (the frequencies stay below 2**64, the angles p * theta finite in float32)."""
+    x = torch.randn(1, 16, dtype=torch.float64)
+    for dtype in (torch.float32, torch.float64):
+        y = pe.apply_rope(x.to(dtype), [position], base=base)
+        assert torch.isfinite(y).all()
+        torch.testing.assert_close(y.double().norm(), x.norm(), rtol=1e-5, atol=0)
+
+
 @settings(max_examples=40, deadline=None)
 @given(positions=st.lists(st.integers(0, 2**20 - 1), min_size=1, max_size=20))
 def test_binary_encoding_reads_back(positions):
@@ -109,7 +163,11 @@ def test_learned_table_has_a_hard_limit_and_is_seeded():
         (lambda: pe.sinusoidal_encoding(4, 7), ValueError, "dim must be even"),
         (lambda: pe.sinusoidal_encoding(4, 0), ValueError, "dim must be at least 1"),
         (lambda: pe.sinusoidal_encoding(0, 4), ValueError, "num_positions must be at least 1"),
-        (lambda: pe.sinusoidal_encoding(4, 4, base=-1.0), ValueError, "base must be positive"),
+        (
+            lambda: pe.sinusoidal_encoding(4, 4, base=-1.0),
+            ValueError,
+            "base must be finite and at least 2\\*\\*-64",
+        ),
         (lambda: pe.sinusoidal_encoding(4.0, 4), TypeError, "num_positions must be an int"),
         (lambda: pe.binary_encoding([256], 8), ValueError, "below 2\\*\\*num_bits=256"),
         (lambda: pe.binary_encoding([-1], 8), ValueError, "non-negative"),

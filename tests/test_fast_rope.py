@@ -251,6 +251,51 @@ def test_offset_shifts_the_default_positions(form, length, layout):
         check(OFFSET_FORMS[form](q, k, layout=layout, offset=offset), shifted)
 
 
+TOP = 2**63 - 1  # the largest int64
+
+
+@pytest.mark.parametrize("form", [*OFFSET_FORMS, "rope_angles"])
+@pytest.mark.parametrize(
+    ("positions", "offset"),
+    [
+        ([2**62], 2**62),  # one past the top: wrapped to -2**63 before
+        (torch.tensor([0, 2**62]), 2**62),
+        (torch.tensor([-(2**62) - 1, 0]), -(2**62)),  # one below the bottom
+        (None, TOP),  # arange(T) + offset: the second position is past the top
+    ],
+    ids=["list", "tensor", "below", "default positions"],
+)
+def test_an_offset_that_takes_a_position_past_int64_is_refused(form, positions, offset):
+    """A sum of positions and offset outside int64 wrapped around silently (the rotation at
+    the far end of the range); now it is refused, naming the offset."""
+    q, k = torch.randn(1, 2, 2, 8), torch.randn(1, 1, 2, 8)
+    with pytest.raises(
+        ValueError, match=rf"positions \+ offset must fit in int64.*offset={offset}"
+    ):
+        if form == "rope_angles":
+            tb.rope_angles(torch.arange(2) if positions is None else positions, 8, offset=offset)
+        else:
+            OFFSET_FORMS[form](q, k, positions=positions, offset=offset)
+
+
+@pytest.mark.parametrize("form", list(OFFSET_FORMS))
+def test_an_offset_up_to_the_ends_of_int64_rotates_as_the_reference(form):
+    """Sums that land exactly on the ends of int64 are kept, and rotate as the reference at
+    the summed positions (Python's exact sums), also from a narrower integer dtype."""
+    q, k = torch.randn(1, 2, 2, 8), torch.randn(1, 1, 2, 8)
+    cases = [
+        (torch.tensor([2**62 - 1, 0]), 2**62, [TOP, 2**62]),
+        (torch.tensor([-(2**62), 5]), -(2**62), [-(2**63), 5 - 2**62]),
+        (torch.tensor([7, -3], dtype=torch.int32), 2**62, [2**62 + 7, 2**62 - 3]),
+        (None, TOP - 1, [TOP - 1, TOP]),
+    ]
+    for positions, offset, summed in cases:
+        got = OFFSET_FORMS[form](q, k, positions=positions, offset=offset)
+        for g, x in zip(got, (q, k), strict=False):
+            want = rope.apply_rope(x, torch.tensor(summed))
+            torch.testing.assert_close(g, want, **TOL[torch.float32])
+
+
 @pytest.mark.parametrize("name", ["fast_apply_rope", "blocked", "cached", "complex", "dense"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_positions_with_leading_dims_broadcast_like_the_reference(name, layout):
@@ -601,6 +646,54 @@ def test_in_place_refuses_a_tensor_that_overlaps_itself_as_on_a_gpu(size):
     assert torch.equal(q, kept)
 
 
+def _holds_an_element_twice(t: torch.Tensor) -> bool:
+    """The oracle: write distinct values through ``t`` into a fresh storage and count."""
+    storage = torch.zeros(t.storage_offset() + _validate.reach(t) + 1, dtype=torch.float64)
+    view = storage.as_strided(t.shape, t.stride(), t.storage_offset())
+    view.copy_(torch.arange(1, t.numel() + 1, dtype=torch.float64).view(t.shape))
+    return not torch.equal(view.flatten().sort().values, torch.arange(1.0, t.numel() + 1))
+
+
+@pytest.mark.parametrize(
+    ("shape", "strides"),
+    [
+        ((7, 4), (2, 1)),  # torch.arange(16.0).unfold(0, 4, 2): windows that overlap
+        ((3, 2, 4), (8, 3, 1)),  # rows of 4 every 3: the last entry of one is the next's first
+        ((2, 2), (1, 1)),  # two dims on one stride
+        ((3, 2), (2, 3)),  # a stride past no reach but every element once: taken
+        ((2, 3, 4), (1, 8, 2)),  # a permuted dense tensor: taken
+        ((4, 6), (6, 1)),  # dense
+    ],
+)
+def test_in_place_refuses_a_view_whose_windows_overlap_and_keeps_every_other(shape, strides):
+    """Views that hold one element in several places without a zero stride (as ``unfold``
+    makes) gave a result that differed from the reference's, with no error: now refused by
+    both in-place functions before anything is written; views that hold each element once
+    are rotated as the reference rotates a copy. The oracle writes through the view."""
+    storage = torch.randn(64, dtype=torch.float64)
+    v = storage.as_strided(shape, strides)
+    want = rope.apply_rope(v.clone())
+    kept = storage.clone()
+    for in_place in (fr.apply_rope_, rope.apply_rope_):
+        if _holds_an_element_twice(v):
+            with pytest.raises(ValueError, match=r"x must not overlap itself .* strides \("):
+                in_place(v)
+            assert torch.equal(storage, kept)
+        else:
+            assert torch.equal(in_place(v), want)
+            storage.copy_(kept)
+
+
+def test_the_view_of_the_report_is_refused():
+    v = torch.arange(16.0).unfold(0, 4, 2)
+    assert _holds_an_element_twice(v)
+    for in_place in (fr.apply_rope_, rope.apply_rope_):
+        with pytest.raises(ValueError, match="x must not overlap itself"):
+            in_place(v)
+    with pytest.raises(ValueError, match="q must not overlap itself"):
+        fr.rope_qk(v[None, None], torch.randn(1, 1, 7, 4), inplace=True)
+
+
 def test_rope_qk_in_place_takes_q_and_k_split_from_one_fused_projection():
     """q and k cut from one ``[B, T, (H + 2 H_kv) D]`` projection cross each other's span
     without sharing an element: each is rotated once, as on its own."""
@@ -735,7 +828,12 @@ PUBLIC = {
         ((torch.zeros(3, 4), [0, 1]), {}, ValueError, "T=3"),
         ((torch.zeros(3, 4), [0.0, 1.0, 2.0]), {}, TypeError, "integers"),
         ((torch.zeros(3, 4),), {"layout": "rotate_half"}, ValueError, "layout must be one of"),
-        ((torch.zeros(3, 4),), {"base": -1.0}, ValueError, "base must be positive"),
+        (
+            (torch.zeros(3, 4),),
+            {"base": -1.0},
+            ValueError,
+            "base must be finite and at least 2\\*\\*-64",
+        ),
         ((torch.zeros(3, 4),), {"inv_freq": torch.ones(3)}, ValueError, r"\[D/2\] = \[2\]"),
         ((torch.zeros(3, 4, dtype=torch.long),), {}, TypeError, "floating dtype"),
         (([[0.0, 1.0]],), {}, TypeError, "torch.Tensor"),

@@ -364,7 +364,7 @@ v8 = torch.randn(8)
         (lambda: fq.periods(torch.ones(2, 2)), ValueError, "1-D"),
         (lambda: fq.periods([1.0]), TypeError, "torch.Tensor"),
         (lambda: fq.longest_period(7), ValueError, "even"),
-        (lambda: fq.longest_period(8, base=0.0), ValueError, "positive"),
+        (lambda: fq.longest_period(8, base=0.0), ValueError, "at least 2\\*\\*-64"),
         (lambda: fq.period_table(8, bases=()), ValueError, "empty"),
         (lambda: fq.scores_at_distances(v8, torch.randn(6), [1]), ValueError, "same shape"),
         (lambda: fq.scores_at_distances(torch.randn(7), torch.randn(7), [1]), ValueError, "even"),
@@ -399,7 +399,7 @@ v8 = torch.randn(8)
         ),
         (lambda: fq.unrotated_features(fq.p_rope, 8, positions=()), ValueError, "empty"),
         (lambda: fq.format_ranges([1, 2.5]), TypeError, "int"),
-        (lambda: fq.rope_scheme(base=-1.0), ValueError, "positive"),
+        (lambda: fq.rope_scheme(base=-1.0), ValueError, "at least 2\\*\\*-64"),
         (lambda: fq.relative_schemes(max_distance=0), ValueError, "at least 1"),
         (lambda: fq.pair_cosines_figure(8, pairs=(4,)), ValueError, "below D/2"),
         (

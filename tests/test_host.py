@@ -213,8 +213,9 @@ def test_without_a_compiler_calls_read_their_keys_in_python(fresh, monkeypatch):
 
 
 def test_the_compiler_named_by_the_environment_comes_first(monkeypatch, tmp_path):
-    """``$CXX`` (or ``$CC``) when it names a program on the PATH, else the first of the
-    usual names found, else None."""
+    """``$CXX`` (or ``$CC``) when it names a program on the PATH, refused by name when it
+    names none (not replaced by another), else the first of the usual names found, else
+    None."""
     for name in ("mycxx", "g++"):
         (tmp_path / name).write_text("#!/bin/sh\n")
         (tmp_path / name).chmod(0o755)
@@ -222,6 +223,9 @@ def test_the_compiler_named_by_the_environment_comes_first(monkeypatch, tmp_path
     monkeypatch.setenv("CXX", "mycxx")
     assert host._compiler() == str(tmp_path / "mycxx")
     monkeypatch.setenv("CXX", "nonesuch")
+    with pytest.raises(RuntimeError, match=r"^\$CXX names 'nonesuch', which is not a program"):
+        host._compiler()
+    monkeypatch.delenv("CXX")
     assert host._compiler() == str(tmp_path / "g++")
     monkeypatch.delenv("CC", raising=False)
     assert _compiled.compiler("CC", ("cc", "gcc", "clang")) is None
@@ -231,7 +235,7 @@ def test_a_build_that_fails_says_why(fresh, monkeypatch):
     monkeypatch.setattr(host, "_STANDARDS", ("-std=c++nonesuch",))
     assert not host.available()
     assert host.status().startswith("RuntimeError: ") and "could not build" in host.status()
-    assert not list(fresh.glob("_posenc_host_*"))
+    assert not [p for p in fresh.glob("_posenc_host_*") if p.suffix != ".lock"]
 
 
 def test_a_build_removes_what_an_abandoned_build_left_and_nothing_else(fresh, monkeypatch):
@@ -246,7 +250,7 @@ def test_a_build_removes_what_an_abandoned_build_left_and_nothing_else(fresh, mo
     os.utime(old, (age, age))
     assert not host.available()
     assert not old.exists() and recent.exists()
-    assert sorted(p.name for p in fresh.iterdir()) == [recent.name]
+    assert sorted(p.name for p in fresh.iterdir() if p.suffix != ".lock") == [recent.name]
 
 
 def test_a_build_in_a_thread_is_used_once_loaded(fresh):
@@ -257,7 +261,7 @@ def test_a_build_in_a_thread_is_used_once_loaded(fresh):
     host._start()
     host._start()  # once only
     assert host.available() and host._module is not None  # waits for the thread's build
-    assert len(list(fresh.glob("_posenc_host_*"))) == 1
+    assert len(list(fresh.glob("_posenc_host_*.so"))) == 1
     host._state.clear()
     host._module = None
     host._start()  # built before: loaded at once, no thread

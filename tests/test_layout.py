@@ -151,3 +151,64 @@ def test_importing_the_core_loads_no_heavy_library():
     bad = [m for m in loaded if m.split(".")[0] in HEAVY or m.startswith(NOT_CORE)]
     assert not bad, f"importing the core loaded {bad}"
     assert "posenc.rope" in loaded  # the probe really imported the core
+
+
+# the import names of the book extra's packages (numpy stays: torch may import it)
+BOOK_PACKAGES = (
+    "matplotlib",
+    "transformers",
+    "tokenizers",
+    "tiktoken",
+    "llama_models",
+    "safetensors",
+    "huggingface_hub",
+    "sympy",
+    "ipywidgets",
+    "gguf",
+    "accelerate",
+)
+
+WITHOUT_THE_BOOK_EXTRA = """
+import importlib, runpy, sys
+for name in {blocked!r}:
+    sys.modules[name] = None  # as if not installed: importing it fails, find_spec finds none
+import torch
+import posenc as pe
+print("core", tuple(pe.apply_rope(torch.randn(3, 8)).shape))
+asks = {{
+    "posenc.llama.load": lambda: pe.llama.load("offline"),
+    "posenc.llama.offline_tokenizer": lambda: pe.llama.offline_tokenizer(),
+    "posenc.smol.load": lambda: pe.smol.load("offline"),
+    "posenc.smol.read_gguf_tensor": lambda: pe.smol.read_gguf_tensor("x.gguf", "t"),
+    "posenc.plots": lambda: pe.plots,
+    "posenc.book": lambda: importlib.import_module("posenc.book.rope_views"),
+    "posenc.bench": lambda: runpy.run_module("posenc.bench", run_name="__main__"),
+}}
+for what, ask in asks.items():
+    try:
+        ask()
+        print(what, "| no error")
+    except ModuleNotFoundError as err:
+        print(what, "|", err)
+"""
+
+
+def test_without_the_book_extra_each_part_that_needs_it_says_how_to_install_it():
+    """``pip install posenc`` brings torch alone: the core runs, and the loaders, the
+    figures, the chapters' helpers and ``python -m posenc.bench`` each say what they need and
+    the command that installs it, instead of a bare ModuleNotFoundError."""
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_THE_BOOK_EXTRA.format(blocked=BOOK_PACKAGES)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    core, *lines = done.stdout.splitlines()
+    assert core == "core (3, 8)"
+    assert len(lines) == 7, done.stdout
+    for line in lines:
+        what, message = line.split(" | ")
+        assert message.startswith(f"{what} needs "), line
+        assert message.endswith("install posenc's book extra with pip install 'posenc[book]'"), line

@@ -287,6 +287,39 @@ def test_book_values_on_meta_are_not_copied(call, name, owner):
         call(lambda t: t.to(META))
 
 
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda p: pe.integer_encoding(p, 4), "positions"),
+        (lambda p: pe.binary_encoding(p, 4), "positions"),
+        (lambda p: pe.length_normalized_encoding(p, 4, length=5), "positions"),
+        (lambda p: pe.LearnedPositionalEmbedding(5, 4)(p), "positions"),
+        (lambda p: pe.permute_positions(torch.randn(3, 4), p.flip(0)), "perm"),
+    ],
+    ids=["integer", "binary", "length_normalized", "learned", "permute_positions"],
+)
+def test_values_that_must_be_checked_are_refused_on_meta_by_name(call, name):
+    """Functions that read their positions' values (non-negative, within a table, a
+    permutation) stopped inside torch on the meta device ("Tensor.item() cannot be called on
+    meta tensors"); they now refuse the argument by name. The same call from the CPU runs."""
+    positions = torch.arange(3)
+    assert call(positions).device.type == "cpu"
+    with pytest.raises(ValueError, match=f"^{name} is on the meta device, which holds no values"):
+        call(positions.to(META))
+
+
+def test_rope_angles_refuses_a_device_this_torch_cannot_use():
+    """A CPU-only torch asked for "cuda" answered with its own AssertionError; the error now
+    names the argument and the device (also for a name torch does not know)."""
+    wanted = ["tpu"] if torch.cuda.is_available() else ["cuda", "tpu"]
+    for device in wanted:
+        with pytest.raises(
+            ValueError, match=f"^device must be a device this torch can use, got '{device}'"
+        ):
+            fast.rope_angles(torch.arange(3), 8, device=device)
+    assert fast.rope_angles(torch.arange(3), 8, device="meta").table.device == META
+
+
 class _Elsewhere(torch.Tensor):
     """A tensor that says it lives on a GPU and holds nothing: any operation on it (a copy
     to the CPU, a value read) raises. It stands in for a GPU tensor where a call must refuse

@@ -46,6 +46,7 @@ logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
 warnings.simplefilter("always")
 
 import huggingface_hub.constants
+import huggingface_hub.file_download
 from posenc import llama
 
 def attempt(name, call):
@@ -65,6 +66,10 @@ for row, (who, token) in enumerate(STAGES, start=128100):  # a row not cached ye
         huggingface_hub.constants.HUGGINGFACE_CO_URL_TEMPLATE = (
             closed + "/{repo_id}/resolve/{revision}/{filename}"
         )
+        if hasattr(huggingface_hub.file_download, "HUGGINGFACE_CO_URL_TEMPLATE"):  # before 1.0
+            huggingface_hub.file_download.HUGGINGFACE_CO_URL_TEMPLATE = (
+                huggingface_hub.constants.HUGGINGFACE_CO_URL_TEMPLATE
+            )
     os.environ["HF_TOKEN"] = os.environ["TOKEN_" + token]
     assert llama._hf_token(), "the token did not reach the loader"
     l = llama.load()

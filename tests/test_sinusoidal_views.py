@@ -258,7 +258,11 @@ def test_step_and_dot_product_figures_draw_their_curves():
             "num_positions must be at least 1",
         ),
         (lambda: sv.naive_sinusoidal_encoding(3, 5), ValueError, "dim must be even"),
-        (lambda: sv.naive_sinusoidal_encoding(3, 4, -1.0), ValueError, "base must be positive"),
+        (
+            lambda: sv.naive_sinusoidal_encoding(3, 4, -1.0),
+            ValueError,
+            "base must be finite and at least 2\\*\\*-64",
+        ),
         (lambda: sv.direct_frequencies(4, dtype=torch.int32), ValueError, "dtype must be one of"),
         (lambda: sv.log_space_frequencies(4.0), TypeError, "dim must be an int"),
         (lambda: sv.wavelength_table(8, every=0), ValueError, "every must be at least 1"),

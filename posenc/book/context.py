@@ -30,6 +30,7 @@ import torch
 
 from posenc import plots
 from posenc._validate import (
+    check_base,
     check_int,
     check_int_sequence,
     check_positions,
@@ -255,7 +256,7 @@ def scaled_sinusoidal(positions, like: torch.Tensor, base: float = 10000.0) -> t
     check_tensor("like", like, min_dim=2)
     if like.dim() != 2 or like.shape[-1] % 2:
         raise ValueError(f"like must be [N, E] with E even, got shape {tuple(like.shape)}")
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     e = like.shape[-1]
     scale = like.double().norm(dim=-1).mean() / math.sqrt(e / 2)
     table = sinusoidal_encoding(int(p.max()) + 1, e, base).double()  # [max + 1, E], CPU
@@ -407,7 +408,7 @@ def rope_pair_scores(
             f"and {key_content.numel()}"
         )
     _check_projections(w_q, w_k, query_content.shape[0])
-    check_positive_float("base", base)
+    check_base("base", base)
     m = check_positions("query_positions", query_positions)
     n = check_positions("key_positions", key_positions)
     if m.shape != n.shape:

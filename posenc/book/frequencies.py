@@ -36,6 +36,7 @@ import torch
 
 from posenc import plots, relative
 from posenc._validate import (
+    check_base,
     check_callable,
     check_even_dim,
     check_int,
@@ -142,7 +143,7 @@ def longest_period(dim: int, base: float = 10000.0) -> float:
         47117
     """
     check_even_dim("dim", dim)
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     return TWO_PI * base ** ((dim - 2) / dim)
 
 
@@ -185,7 +186,7 @@ def period_table(
     """
     check_even_dim("dim", dim)
     bases = check_sequence("bases", bases)
-    cols = [check_positive_float(f"bases[{i}]", b) for i, b in enumerate(bases)]
+    cols = [check_base(f"bases[{i}]", b) for i, b in enumerate(bases)]
     if pairs is None:
         pairs = range(dim // 2)
     pairs = check_int_sequence("pairs", pairs, minimum=0)
@@ -1139,7 +1140,7 @@ def rope_scheme(base: float = 10000.0) -> Scheme:
         >>> str(properties.linear_relation(rope_scheme()))
         'yes (max residual of best linear fit 0)'
     """
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
 
     def encode(p: torch.Tensor, dim: int, length: int, seed: int) -> torch.Tensor:
         check_even_dim("dim", dim)

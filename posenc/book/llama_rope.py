@@ -14,7 +14,7 @@ Chapter 10 puts the RoPE of chapter 9 next to the code that runs Llama 3.2 1B. T
   smoothed or divided), :func:`bands_from_ratio`, :func:`band_counts`,
   :func:`band_table` and :func:`frequency_figure`.
 - **transformers**: :func:`llama32_config` builds the Llama 3.2 1B configuration for the
-  installed transformers (4.48 to 5.x), :func:`rope_settings` reads its RoPE settings back
+  installed transformers (4.56 to 5.x), :func:`rope_settings` reads its RoPE settings back
   in one form, :func:`transformers_inv_freq` and :func:`transformers_rope` run
   transformers' own ``LlamaRotaryEmbedding`` and ``apply_rotary_pos_emb``. transformers is
   imported inside these functions, so importing this module stays cheap.
@@ -36,6 +36,7 @@ import torch
 
 from posenc import plots
 from posenc._validate import (
+    check_base,
     check_even_dim,
     check_int,
     check_int_sequence,
@@ -305,7 +306,7 @@ def layout_figure(dim: int = 8, position: int = 1, *, base: float = 10.0):
     if dim > 32:
         raise ValueError(f"dim must be at most 32 for a readable figure, got dim={dim}")
     check_int("position", position)
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     fig, axes = plots.figure(1, 2, height=4.8, sharey=True)
     titles = {
         "interleaved": "interleaved: pairs (2i, 2i+1)",
@@ -421,7 +422,7 @@ def rope_scores(
     check_tensor("w_q", w_q, min_dim=2)
     check_tensor("w_k", w_k, min_dim=2)
     check_int("num_heads", num_heads, minimum=1)
-    check_positive_float("base", base)
+    check_base("base", base)
     num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
     check_int("num_kv_heads", num_kv_heads, minimum=1)
     if num_heads % num_kv_heads:
@@ -846,7 +847,7 @@ def rope_settings(config) -> dict:
 
 
 def llama32_config(*, scaled: bool = True):
-    """The Llama 3.2 1B configuration for the installed transformers (4.48 to 5.x).
+    """The Llama 3.2 1B configuration for the installed transformers (4.56 to 5.x).
 
     ``rope_theta`` and ``rope_scaling`` are passed as keyword arguments, which every
     version from 4.43 to 5.x accepts (5.x files them under ``rope_parameters``); the

@@ -34,12 +34,12 @@ import torch
 
 from posenc import plots
 from posenc._validate import (
+    check_base,
     check_callable,
     check_even_dim,
     check_int,
     check_int_sequence,
     check_layout,
-    check_positive_float,
     check_real,
     check_sequence,
     check_str_sequence,
@@ -252,7 +252,7 @@ def mispaired_rope_2d(
     dim = x.shape[-1]
     if dim % 4:
         raise ValueError(f"head dimension D={dim} must be divisible by 4 (2 axes of pairs)")
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     half = dim // 2
     dtype = _angle_dtype(x)
     xs = apply_rope(x[..., :half].to(dtype), positions[..., 0], base=base)  # [..., T, D/2]
@@ -381,7 +381,7 @@ def mrope(
             f"positions must have one coordinate per section ({len(sections)}), "
             f"got shape {tuple(positions.shape)}"
         )
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     dtype = _angle_dtype(x)
     axis = torch.repeat_interleave(torch.arange(len(sections)), torch.tensor(sections))  # [D/2]
     p = positions.to(device=x.device, dtype=dtype)[..., axis.to(x.device)]  # [..., T, D/2]
@@ -418,7 +418,7 @@ def axis_frequencies(
         ([0, 0, 1, 1], [1.0, 0.1, 1.0, 0.1])
     """
     check_even_dim("dim", dim)
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     if (axes is None) == (sections is None):
         raise ValueError("give exactly one of axes (axial RoPE) and sections (M-RoPE)")
     if axes is not None:
@@ -579,7 +579,7 @@ def score_maps_figure(
     """
     check_int("side", side, minimum=2)
     check_int("window", window, minimum=1)
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     query_cells = _check_query_cells(query_cells, side, window)
     cells = grid_positions((side, side))
     rotations = {

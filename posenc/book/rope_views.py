@@ -34,12 +34,12 @@ from torch.nn import functional
 
 from posenc import plots
 from posenc._validate import (
+    check_base,
     check_bool,
     check_even_dim,
     check_int,
     check_layout,
     check_positions,
-    check_positive_float,
     check_real_pair,
     check_str_sequence,
     check_tensor,
@@ -130,7 +130,7 @@ def clockwise_rope_matrix(
     Raises:
         TypeError: if ``position`` or ``dim`` is not an int, ``base`` not a number or
             ``dtype`` not a floating dtype.
-        ValueError: if ``dim`` is not positive and even or ``base`` is not positive.
+        ValueError: if ``dim`` is not positive and even or ``base`` is below 2**-64 or not finite.
 
     Example:
         >>> clockwise_rope_matrix(1, 2, dtype=torch.float32)  # theta_0 = 1 rad
@@ -231,7 +231,7 @@ def score_grid(
     _check_head_vector("q", q)
     _check_vector("k", k, q.shape[0])
     check_layout(layout)
-    check_positive_float("base", base)
+    check_base("base", base)
     p = check_positions("positions", positions, nonnegative=False).to(q.device)
     n, dim = p.numel(), q.shape[0]
     rq = apply_rope(q.expand(n, dim), p, base=base, layout=layout)  # [N, D]
@@ -273,7 +273,7 @@ def relative_scores(
     _check_head_vector("q", q)
     _check_vector("k", k, q.shape[0])
     check_layout(layout)
-    check_positive_float("base", base)
+    check_base("base", base)
     d = check_positions("offsets", offsets, nonnegative=False).to(q.device)
     rk = apply_rope(k.to(q).expand(d.numel(), q.shape[0]), d, base=base, layout=layout)
     return rk @ q  # [N]
@@ -481,7 +481,7 @@ def pair_scores(
     _check_vector("x_query", x_query)
     embed_dim = x_query.shape[0]
     _check_vector("x_key", x_key, embed_dim)
-    check_positive_float("base", base)
+    check_base("base", base)
     for name, w in (("w_q", w_q), ("w_k", w_k)):
         check_tensor(name, w, min_dim=2)
         if w.dim() != 2 or w.shape[0] != embed_dim:
@@ -625,7 +625,7 @@ def rope_attention(
     if not isinstance(rope, bool):
         raise TypeError(f"rope must be a bool, got {rope!r}")
     mha = layer.mha
-    check_positive_float("base", base)
+    check_base("base", base)
     check_tensor("x", x, min_dim=3)
     if x.dim() != 3 or x.shape[-1] != mha.embed_dim:
         raise ValueError(
@@ -788,7 +788,7 @@ def playground_state(
 
     Raises:
         TypeError: if a position, ``pair``, ``dim`` or ``seed`` is not an int.
-        ValueError: if ``pair`` is out of range, ``dim`` odd or ``base`` not positive.
+        ValueError: if ``pair`` is out of range, ``dim`` odd or ``base`` below 2**-64 or not finite.
 
     Example:
         >>> a, b = playground_state(2, 5), playground_state(12, 15)
@@ -801,7 +801,7 @@ def playground_state(
     check_int("pair", pair, minimum=0)
     if pair >= dim // 2:
         raise ValueError(f"pair must be in 0 .. {dim // 2 - 1} (D={dim}), got pair={pair}")
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     rq = apply_rope(q[None], [m], base=base)[0]  # [D]
     rk = apply_rope(k[None], [n], base=base)[0]  # [D]
     rq_pairs, rk_pairs = rq.view(-1, 2), rk.view(-1, 2)  # [D/2, 2]
@@ -1029,7 +1029,7 @@ def rotation_frames(
             f"num_positions must be at most {MAX_FRAMES} (one frame each), got {num_positions}"
         )
     check_even_dim("dim", dim)
-    check_positive_float("base", base)
+    check_base("base", base)
     if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) or not pairs:
         raise TypeError(f"pairs must be a non-empty sequence of ints, got {pairs!r}")
     for i in pairs:

@@ -24,6 +24,7 @@ import functools
 import torch
 
 from posenc._validate import (
+    check_base,
     check_even_dim,
     check_int,
     check_int_sequence,
@@ -241,7 +242,7 @@ def sympy_shift_matrix(
     """
     check_int("offset", offset)
     check_even_dim("dim", dim)
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     entries = _lambdified_shift_matrix(_check_order(order))
     blocks = [
         torch.tensor(entries(offset, base ** (-2 * i / dim)), dtype=torch.float64)

@@ -30,6 +30,7 @@ from torch import nn
 
 from posenc import plots
 from posenc._validate import (
+    check_base,
     check_even_dim,
     check_float_dtype,
     check_int,
@@ -91,7 +92,7 @@ def naive_sinusoidal_encoding(num_positions: int, dim: int, base: float = 10000.
     Raises:
         TypeError: if an argument has the wrong type.
         ValueError: if ``num_positions < 1``, ``dim`` is not positive and even, or
-            ``base`` is not positive and finite.
+            ``base`` is not finite or below 2**-64.
 
     Example:
         >>> naive_sinusoidal_encoding(2, 2)
@@ -100,7 +101,7 @@ def naive_sinusoidal_encoding(num_positions: int, dim: int, base: float = 10000.
     """
     check_int("num_positions", num_positions, minimum=1)
     check_even_dim("dim", dim)
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     rows = []
     for p in range(num_positions):
         row = []
@@ -134,7 +135,7 @@ def direct_frequencies(dim: int, base: float = 10000.0, *, dtype=torch.float32) 
 
     Raises:
         TypeError: if ``dim`` or ``base`` has the wrong type.
-        ValueError: if ``dim`` is not positive and even, ``base`` not positive and finite,
+        ValueError: if ``dim`` is not positive and even, ``base`` not finite or below 2**-64,
             or ``dtype`` not a floating dtype listed above.
 
     Example:
@@ -144,7 +145,7 @@ def direct_frequencies(dim: int, base: float = 10000.0, *, dtype=torch.float32) 
         tensor([1., 0.], dtype=torch.float16)
     """
     check_even_dim("dim", dim)
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     dtype = _check_float_dtype(dtype)
     exponent = torch.arange(0, dim, 2, dtype=dtype) / dim  # 2i/D, [D/2]
     return 1.0 / torch.tensor(base, dtype=dtype) ** exponent
@@ -168,7 +169,7 @@ def log_space_frequencies(dim: int, base: float = 10000.0, *, dtype=torch.float3
 
     Raises:
         TypeError: if ``dim`` or ``base`` has the wrong type.
-        ValueError: if ``dim`` is not positive and even, ``base`` not positive and finite,
+        ValueError: if ``dim`` is not positive and even, ``base`` not finite or below 2**-64,
             or ``dtype`` not a floating dtype listed above.
 
     Example:
@@ -178,7 +179,7 @@ def log_space_frequencies(dim: int, base: float = 10000.0, *, dtype=torch.float3
         tensor([1.0000, 0.0014], dtype=torch.float16)
     """
     check_even_dim("dim", dim)
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     dtype = _check_float_dtype(dtype)
     return torch.exp(torch.arange(0, dim, 2, dtype=dtype) * (-math.log(base) / dim))
 
@@ -233,7 +234,7 @@ def frequency_forms_table(
 
     Args:
         dims: feature sizes ``D`` (each positive and even).
-        bases: bases of the wavelengths (each positive and finite).
+        bases: bases of the wavelengths (each finite and at least 2**-64).
         dtypes: the dtypes both forms are computed in (float16, bfloat16, float32,
             float64).
 
@@ -258,7 +259,7 @@ def frequency_forms_table(
     for i, d in enumerate(dims):
         check_even_dim(f"dims[{i}]", d)
     bases = check_sequence("bases", bases)
-    bases = [check_positive_float(f"bases[{i}]", b) for i, b in enumerate(bases)]
+    bases = [check_base(f"bases[{i}]", b) for i, b in enumerate(bases)]
     dtypes = check_sequence("dtypes", dtypes)
     dtypes = [check_float_dtype(f"dtypes[{i}]", t, _FLOAT_DTYPES) for i, t in enumerate(dtypes)]
     rows = []
@@ -306,7 +307,7 @@ def wavelengths(dim: int, base: float = 10000.0) -> torch.Tensor:
 
     Raises:
         TypeError: if an argument has the wrong type.
-        ValueError: if ``dim`` is not positive and even or ``base`` not positive and finite.
+        ValueError: if ``dim`` is not positive and even or ``base`` not finite or below 2**-64.
 
     Example:
         >>> wavelengths(4, base=100.0)
@@ -329,7 +330,7 @@ def wavelength_table(dim: int, base: float = 10000.0, *, every: int = 1) -> Tabl
 
     Raises:
         TypeError: if an argument has the wrong type.
-        ValueError: if ``dim`` is not positive and even, ``base`` not positive and finite,
+        ValueError: if ``dim`` is not positive and even, ``base`` not finite or below 2**-64,
             or ``every < 1``.
 
     Example:
@@ -340,7 +341,7 @@ def wavelength_table(dim: int, base: float = 10000.0, *, every: int = 1) -> Tabl
              1          0.500                       0.1                   62.83
     """
     check_even_dim("dim", dim)
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     check_int("every", every, minimum=1)
     w = sinusoidal_frequencies(dim, base)
     lam = wavelengths(dim, base)
@@ -388,7 +389,7 @@ def wavelength_range_table(dims=(128, 512), base: float = 10000.0) -> str:
     if isinstance(dims, (list, tuple)) and not dims:
         raise ValueError(f"dims must name at least one feature size D, got none: {dims!r}")
     dims = check_int_sequence("dims", dims)
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     lines = [
         f"{'D':>4} {'first (2 pi)':>13} {'last, computed':>15} "
         f"{'2 pi base^((D-2)/D)':>20} {'2 pi base':>10}"
@@ -442,7 +443,7 @@ def sinusoidal_step_norm(dim: int, base: float = 10000.0) -> float:
 
     Raises:
         TypeError: if an argument has the wrong type.
-        ValueError: if ``dim`` is not positive and even or ``base`` not positive and finite.
+        ValueError: if ``dim`` is not positive and even or ``base`` not finite or below 2**-64.
 
     Example:
         >>> round(sinusoidal_step_norm(2), 6)  # one pair turning 1 radian: 2 sin(1/2)
@@ -499,7 +500,7 @@ def dot_product_closed_form(offsets, dim: int, base: float = 10000.0) -> torch.T
     Raises:
         TypeError: if ``offsets`` are not integers or ``dim``/``base`` have the wrong type.
         ValueError: if ``offsets`` is empty or not 1-D, ``dim`` not positive and even, or
-            ``base`` not positive and finite.
+            ``base`` not finite or below 2**-64.
 
     Example:
         >>> dot_product_closed_form([0, 1], 2)  # one pair: cos(0), cos(1)
@@ -626,7 +627,7 @@ def playground(num_positions: int = 100, dim: int = 128, base: float = 10000.0):
     check_even_dim("dim", dim)
     if not 4 <= dim <= 512:
         raise ValueError(f"dim must be in 4 .. 512, got dim={dim}")
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     if not 10 <= base <= 1e6:
         raise ValueError(f"base must be in 10 .. 1e6, got base={base}")
     import ipywidgets as widgets
@@ -691,7 +692,7 @@ def stepped_animation(
     Raises:
         TypeError: if an argument has the wrong type.
         ValueError: if ``num_frames`` is outside ``1 .. 40``, ``dim`` is not positive, even
-            and at most 62, ``base`` not positive and finite, or ``dpi`` outside
+            and at most 62, ``base`` not finite or below 2**-64, or ``dpi`` outside
             ``20 .. 100``.
 
     Example:
@@ -710,7 +711,7 @@ def stepped_animation(
     check_even_dim("dim", dim)
     if dim > 62:
         raise ValueError(f"dim must be at most 62 (bits of a position), got dim={dim}")
-    base = check_positive_float("base", base)
+    base = check_base("base", base)
     check_int("dpi", dpi, minimum=20)
     if dpi > plots.CSS_DPI:
         raise ValueError(f"dpi must be at most {plots.CSS_DPI}, got dpi={dpi}")

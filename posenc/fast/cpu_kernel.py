@@ -17,8 +17,13 @@ The library is built with the system's C compiler (``$CC``, else ``cc``, ``gcc``
 ``clang``), with ``-fopenmp`` and ``-march=native`` where the compiler takes them, into
 :func:`posenc.device.cache_dir`, under a name that hashes the source, the compiler, the
 flags and the CPU, so a cache shared between machines never loads code built for another
-processor. Without a compiler, or if the build fails, :func:`available` is
-False, :func:`status` says why, and ``posenc`` uses its tensor-operation paths instead.
+processor. The cache is kept as :mod:`posenc.fast._compiled` describes: a build is checked
+against its recorded size and sha256 before it is loaded and built again when damaged,
+processes that start together build it once, and a compiler that does not answer within
+seconds is given up on and remembered as failed for an hour. Without a compiler (``$CC``
+naming a program that is not on the PATH counts as none: no other is taken in its place),
+or if the build fails, :func:`available` is False, :func:`status` says why, and ``posenc``
+uses its tensor-operation paths instead.
 """
 
 from __future__ import annotations
@@ -26,7 +31,6 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
-import subprocess
 import threading
 from pathlib import Path
 
@@ -158,6 +162,7 @@ _KINDS = {
 _DTYPES = (torch.float32, torch.float64)
 _MIN_ROWS_PER_THREAD = 512
 _TABLE_TILE_BYTES = 16 * 1024  # cos and sin rows of one tile of positions: a third of an L1 cache
+_BUILD_S = 60  # seconds a build may take (it takes about one)
 
 _lock = threading.Lock()
 _state: dict = {}
@@ -183,10 +188,22 @@ def _cpu_identity() -> str:
     return "\n".join(parts)
 
 
-def _build(compiler: str) -> Path:
+def _open(path: Path):
+    """The library at ``path`` with its functions' signatures set (AttributeError when a
+    function is missing: a library that is not this kernel's)."""
+    lib = ctypes.CDLL(str(path))
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    lib.rope.argtypes = [ctypes.c_int] + [ptr] * 4 + [i64] * 5
+    lib.rope.restype = ctypes.c_int
+    lib.rope_threaded.argtypes = []
+    lib.rope_threaded.restype = ctypes.c_int
+    return lib
+
+
+def _library(compiler: str):
     variants = [(*_FLAGS, *_STRICT, *extra) for extra in _VARIANTS]
-    return _compiled.build("rope_kernel", SOURCE, compiler, variants, _cpu_identity(), ".so",
-                           ".c", "the kernel")  # fmt: skip
+    return _compiled.load(_open, "rope_kernel", SOURCE, compiler, variants, _cpu_identity(),
+                          ".so", ".c", "the kernel", limit=_BUILD_S)  # fmt: skip
 
 
 def _load():
@@ -195,17 +212,12 @@ def _load():
         if "lib" in _state:
             return _state["lib"]
         lib, why = None, None
-        compiler = _compiler()
-        if compiler is None:
-            why = "no C compiler found ($CC, cc, gcc or clang)"
-        else:
-            try:
-                lib = ctypes.CDLL(str(_build(compiler)))
-                i64, ptr = ctypes.c_int64, ctypes.c_void_p
-                lib.rope.argtypes = [ctypes.c_int] + [ptr] * 4 + [i64] * 5
-                lib.rope.restype = ctypes.c_int
-                lib.rope_threaded.argtypes = []
-                lib.rope_threaded.restype = ctypes.c_int
+        try:
+            compiler = _compiler()
+            if compiler is None:
+                why = "no C compiler found ($CC, cc, gcc or clang)"
+            else:
+                lib = _library(compiler)
                 mismatch = _self_check(lib)
                 compiler = os.path.basename(compiler)  # its name, not this machine's path
                 if mismatch:
@@ -214,8 +226,8 @@ def _load():
                     why = f"built with {compiler}, OpenMP threads"
                 else:
                     why = f"built with {compiler}, one thread (no OpenMP)"
-            except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
-                lib, why = None, f"{type(exc).__name__}: {exc}"
+        except (OSError, RuntimeError) as exc:
+            lib, why = None, f"{type(exc).__name__}: {exc}"
         _state.update(lib=lib, why=why)
         return lib
 

@@ -23,8 +23,10 @@ The module is built with the system's C++ compiler (``$CXX``, else ``c++``, ``g+
 that hashes the source, the compiler, the flags and the torch and Python versions. The build
 takes seconds, so a GPU call never waits for it: the first call remembered on a GPU loads the
 module if it was built before, and otherwise builds it in a thread, and calls use it once it
-is loaded. Without a compiler, or if the build fails, :func:`status` says why and the same
-work is done in Python.
+is loaded. The cache is kept as :mod:`posenc.fast._compiled` describes (verified before it is
+loaded, built once under a lock, a compiler that does not answer given up on and
+remembered). Without a compiler (or with ``$CXX`` naming a program that is not on the PATH),
+or if the build fails, :func:`status` says why and the same work is done in Python.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ import importlib.machinery
 import importlib.util
 import os
 import platform
-import subprocess
 import sys
 import sysconfig
 import threading
@@ -236,8 +237,14 @@ def _build_args(compiler: str) -> tuple:
     return _NAME, SOURCE, compiler, variants, identity, importlib.machinery.EXTENSION_SUFFIXES[0]
 
 
-def _build(compiler: str) -> Path:
-    return _compiled.build(*_build_args(compiler), ".cpp", "the module")
+def _open(path: Path):
+    """The module at ``path``, imported and given torch.Tensor (ImportError for a file that
+    is not this module)."""
+    spec = importlib.util.spec_from_file_location(_NAME, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.init(torch.Tensor)
+    return module
 
 
 def _load():
@@ -247,19 +254,16 @@ def _load():
         if "module" in _state:
             return _state["module"]
         module, why = None, None
-        compiler = _compiler()
-        if compiler is None:
-            why = "no C++ compiler found ($CXX, c++, g++ or clang++)"
-        else:
-            try:
-                path = _build(compiler)
-                spec = importlib.util.spec_from_file_location(_NAME, path)
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
-                module.init(torch.Tensor)
+        try:
+            compiler = _compiler()
+            if compiler is None:
+                why = "no C++ compiler found ($CXX, c++, g++ or clang++)"
+            else:
+                args = _build_args(compiler)
+                module = _compiled.load(_open, *args, ".cpp", "the module")
                 why = f"built with {os.path.basename(compiler)}"
-            except (OSError, ImportError, RuntimeError, subprocess.SubprocessError) as exc:
-                module, why = None, f"{type(exc).__name__}: {exc}"
+        except (OSError, RuntimeError) as exc:
+            module, why = None, f"{type(exc).__name__}: {exc}"
         _state.update(module=module, why=why)
         _module = module
         return module
@@ -271,14 +275,12 @@ def _start() -> None:
         if "started" in _state or "module" in _state:
             return
         _state["started"] = True
-    compiler = _compiler()
     try:
-        built = compiler is not None and any(
-            t.exists() for t, _ in _compiled.targets(*_build_args(compiler))
-        )
-    except OSError:  # no cache folder to look in: _load says why
+        compiler = _compiler()
+        built = compiler is None or _compiled.built(_compiled.targets(*_build_args(compiler)))
+    except (OSError, RuntimeError):  # no cache folder to look in, or $CXX astray: _load says why
         built = True
-    if built or compiler is None:
+    if built:
         _load()
         return
     threading.Thread(target=_load, name="posenc-host-build", daemon=True).start()

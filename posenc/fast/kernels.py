@@ -640,7 +640,9 @@ def apply_rope(
     Args:
         x: head vectors ``[..., T, D]`` (D even), any floating dtype.
         positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`.
-        offset: added to every position (a KV cache's length): ``positions + offset``.
+        offset: added to every position (a KV cache's length): ``positions + offset``,
+            each sum within int64 (a ValueError otherwise; with a non-zero offset, positions on
+            a GPU are read once for it, except while a CUDA graph is being captured).
 
     Returns:
         The rotated vectors, as :func:`posenc.rope.apply_rope` returns them.
@@ -682,7 +684,9 @@ def apply_rope_(
         x: head vectors ``[..., T, D]``, overwritten.
         positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`;
             positions must not broadcast ``x`` to a larger shape.
-        offset: added to every position (a KV cache's length): ``positions + offset``.
+        offset: added to every position (a KV cache's length): ``positions + offset``,
+            each sum within int64 (a ValueError otherwise; with a non-zero offset, positions on
+            a GPU are read once for it, except while a CUDA graph is being captured).
 
     Returns:
         ``x``, rotated.
@@ -690,7 +694,7 @@ def apply_rope_(
     Raises:
         TypeError, ValueError: as :func:`posenc.rope.apply_rope`, and ValueError when
             positions would broadcast ``x`` to a larger shape, or ``x`` holds one element in
-            several places (an expanded view).
+            several places (an expanded view, or windows that overlap as ``unfold`` makes).
         RuntimeError: as torch, while autograd records, for ``x`` a leaf that requires grad
             (or a view of one).
 
@@ -827,7 +831,9 @@ def rope_qk(
             defaults.
         inplace: rotate ``q`` and ``k`` where they are (as :func:`apply_rope_`); one tensor
             passed as both is rotated once, as out of place.
-        offset: added to every position (a KV cache's length): ``positions + offset``.
+        offset: added to every position (a KV cache's length): ``positions + offset``,
+            each sum within int64 (a ValueError otherwise; with a non-zero offset, positions on
+            a GPU are read once for it, except while a CUDA graph is being captured).
 
     Returns:
         ``(q_rotated, k_rotated)``; with ``inplace`` these are ``q`` and ``k``.
@@ -837,7 +843,8 @@ def rope_qk(
             differ in ``T`` or ``D``, dtype or device; with angles, as
             :func:`~posenc.fast.triton.rope_qk_triton`; ValueError with ``inplace`` when they
             share some elements and not others (``k`` a slice of ``q``), or one holds an
-            element in several places (an expanded view).
+            element in several places (an expanded view, or windows that overlap as
+            ``unfold`` makes).
         RuntimeError: as torch, with ``inplace`` while autograd records, for a leaf that
             requires grad (or a view of one); checked for both before either is written.
 

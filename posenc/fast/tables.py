@@ -26,12 +26,13 @@ import torch
 from posenc._validate import (
     _compiling,
     broadcast_positions,
+    check_base,
     check_copyable,
     check_even_dim,
     check_int,
     check_layout,
+    check_offset_sum,
     check_positions,
-    check_positive_float,
     transforming,
 )
 from posenc.rope import _angles, _check_inv_freq, _check_rope_input, _join, rope_inv_freq
@@ -81,7 +82,7 @@ class _Args:
         wrapped = _functorch.is_functorch_wrapped_tensor
         self.transformed = _compiling() or wrapped(x) or wrapped(p) or transforming()
         if inv_freq is None:
-            self._base = check_positive_float("base", base)
+            self._base = check_base("base", base)
             self._inv_freq = None
             freq_key = ("base", self._base)
         else:
@@ -310,7 +311,7 @@ def rope_angles(
         dim: head features ``D`` (even).
         base: frequency base, used when ``inv_freq`` is None.
         inv_freq: the frequencies ``[D/2]`` to use instead (copied to the device).
-        offset: added to every position (a KV cache's length).
+        offset: added to every position (a KV cache's length); each sum must fit in int64.
         dtype: the angle dtype: float32 (for float32, bfloat16 and float16 queries and keys)
             or float64 (for float64 ones).
         device: where to make them (default: the positions' device).
@@ -322,7 +323,8 @@ def rope_angles(
         TypeError: for positions that are not integers, another ``dtype``, or a ``dim``,
             ``offset``, ``base`` or ``inv_freq`` of the wrong type.
         ValueError: for another shape of positions, an odd or non-positive ``dim``, a
-            non-positive ``base``, or ``inv_freq`` of another shape.
+            ``base`` below 2**-64, ``inv_freq`` of another shape, or a ``device`` this torch
+            cannot use (``"cuda"`` on a CPU-only build).
 
     Example:
         >>> angles = rope_angles(torch.arange(6) + 10, 8, base=100.0)
@@ -336,6 +338,7 @@ def rope_angles(
         raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
     dim = check_even_dim("dim", dim)
     offset = check_int("offset", offset)
+    check_offset_sum(positions, None, offset)
     if isinstance(positions, torch.Tensor) and positions.dim() > 1:
         if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
             raise TypeError(f"positions must hold integers, got dtype {positions.dtype}")
@@ -346,9 +349,9 @@ def rope_angles(
     else:
         p = check_positions("positions", positions, nonnegative=False)[None]
     if device is not None:
-        p = p.to(device)
+        p = _to_device(p, device)
     if inv_freq is None:
-        base = check_positive_float("base", base)
+        base = check_base("base", base)
         if _compiling():  # traced into the graph, not looked up
             inv_freq = rope_inv_freq(dim, base)
         else:
@@ -360,6 +363,20 @@ def rope_angles(
     angles = (p.to(torch.int64) + offset).to(dtype)[..., None] * inv_freq.to(p.device, dtype)
     wide = angles.to(torch.float64)  # [R, T, D/2]
     return Angles(torch.stack((wide.cos(), wide.sin()), dim=-2).to(dtype))
+
+
+def _to_device(p: torch.Tensor, device: object) -> torch.Tensor:
+    """``p`` on ``device``, or an error naming the device when this torch has none such (a
+    CPU-only torch asked for ``"cuda"`` answers with its own AssertionError)."""
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a str or a torch.device, got {type(device).__name__}")
+    try:
+        return p.to(device)
+    except (AssertionError, RuntimeError) as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(
+            f"device must be a device this torch can use, got {device!r}: {reason}"
+        ) from None
 
 
 def _angle_tables(p, inv_freq, dtype):

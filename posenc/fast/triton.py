@@ -93,12 +93,13 @@ from typing import NamedTuple
 import torch
 
 from posenc._validate import (
+    check_base,
     check_bool,
     check_int,
     check_layout,
     check_no_overlap,
+    check_offset_sum,
     check_positions,
-    check_positive_float,
     check_tensor,
     check_writable,
     one_memory,
@@ -796,6 +797,7 @@ def _remembered(body, q, k, positions, base, inv_freq, layout, inplace, offset):
     checks a call's arguments and makes its one launch, returning ``(q_out, k_out)``, or
     ``q_out`` alone for ``k`` None: the first time by ``body``, later ones alike by the
     launch ``body`` made (see :class:`_Plan`)."""
+    check_offset_sum(positions, q, offset)  # the sum must not wrap, however it is made
     call = (q, k, positions, base, inv_freq, layout, inplace, offset)
     outer = getattr(_TAPE, "calls", None)
     if outer is not None:  # inside a call being remembered: that one is not to be repeated
@@ -1009,7 +1011,7 @@ def _freqs(x, base, inv_freq) -> torch.Tensor:
     dtype, made once."""
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     if inv_freq is None:
-        base = check_positive_float("base", base)
+        base = check_base("base", base)
         if torch.compiler.is_compiling():  # traced into the graph, not looked up
             return rope_inv_freq(x.shape[-1], base).to(device=x.device, dtype=dtype)
         return _default_inv_freq(x.shape[-1], base, dtype, x.device)
@@ -1112,7 +1114,9 @@ def rope_triton(
         positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`
             (positions must not broadcast x to a larger shape); tensors stay on the device.
         inplace: write into ``x`` and return it.
-        offset: added to every position (a KV cache's length): ``positions + offset``.
+        offset: added to every position (a KV cache's length): ``positions + offset``,
+            each sum within int64 (a ValueError otherwise; with a non-zero offset, positions on
+            a GPU are read once for it, except while a CUDA graph is being captured).
 
     Returns:
         The rotated vectors: x's shape, dtype and device, a new tensor unless ``inplace``,
@@ -1123,7 +1127,8 @@ def rope_triton(
         TypeError, ValueError: as :func:`posenc.rope.apply_rope`; ValueError for a dtype
             not in :data:`TRITON_DTYPES`, positions that would enlarge ``x``, or ``inv_freq``
             that requires grad (the kernel has no gradient for it); ValueError for
-            ``inplace`` on a tensor whose elements overlap (an expanded view).
+            ``inplace`` on a tensor whose elements overlap (an expanded view, or windows
+            that overlap as ``unfold`` makes).
         RuntimeError: when Triton cannot run on x's device (see :func:`triton_available`),
             or, as torch, for ``inplace`` on a leaf that requires grad.
 
@@ -1213,7 +1218,8 @@ def rope_qk_triton(
         layout: ``"half"`` (Hugging Face, the default here) or ``"interleaved"``.
         inplace: rotate ``q`` and ``k`` where they are; one tensor passed as both is rotated
             once, as out of place.
-        offset: added to every position (the length of a KV cache).
+        offset: added to every position (the length of a KV cache); each sum must fit in
+            int64.
 
     Returns:
         ``(q_rotated, k_rotated)``, each with its input's shape and dtype, laid out as
