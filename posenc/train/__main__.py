@@ -109,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     settings = dataclasses.replace(Settings(), steps=args.steps)
+    commit = _commit()  # the code that runs: read before, as files may change meanwhile
     start = time.perf_counter()
     runs = grid(
         args.encodings, args.tasks, args.seeds, settings, workers=args.workers, progress=_bar
@@ -116,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     seconds = time.perf_counter() - start
     results = {
         "machine": _machine(),
-        "commit": _commit(),
+        "commit": commit,
         "settings": dataclasses.asdict(settings),
         "encodings": args.encodings,
         "tasks": args.tasks,
