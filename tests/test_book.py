@@ -334,6 +334,7 @@ NO_EXAMPLE = {
     "book.claims.ClaimReport",
     "book.claim_checks.Finding",
     "book.summary.Station",
+    "book.training_views.Conclusion",
     "book.waves.explorer",
 }
 

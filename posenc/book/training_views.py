@@ -53,6 +53,11 @@ class Spread:
 
     Attributes:
         values: one value per seed, in the seeds' order.
+
+    Example:
+        >>> s = Spread((0.5, 1.0, 0.9))
+        >>> str(s), s.text(1)
+        ('0.80 (0.50-1.00)', '0.8 (0.5-1.0)')
     """
 
     values: tuple[float, ...]
@@ -181,6 +186,11 @@ def accuracy_table(results: dict, task: str) -> Table:
 
     Raises:
         TypeError, ValueError: as :func:`spread`.
+
+    Example:
+        >>> from posenc import train
+        >>> print(accuracy_table(train.stored(), "copy").rows[5])
+        ['RoPE', '1.00 (1.00-1.00)', '0.54 (0.54-0.56)', '0.10 (0.08-0.12)']
     """
     check_option("task", task, TASKS)
     seeds = len({run["seed"] for run in _runs(results)})
@@ -209,6 +219,14 @@ def accuracy_figure(results: dict):
 
     Raises:
         TypeError, ValueError: as :func:`spread`.
+
+    Example:
+        >>> import matplotlib.pyplot as plt
+        >>> from posenc import train
+        >>> fig = accuracy_figure(train.stored())
+        >>> [ax.get_title() for ax in fig.axes]
+        ['copy', 'recall']
+        >>> plt.close(fig)
     """
     tasks = _present(results, "task", tuple(TASKS))
     encodings = _present(results, "encoding", ENCODINGS)
@@ -284,6 +302,11 @@ def loss_table(results: dict, step: int = 500) -> Table:
 
     Raises:
         TypeError, ValueError: as :func:`loss_at`.
+
+    Example:
+        >>> from posenc import train
+        >>> loss_table(train.stored(), 500).columns
+        ['encoding', 'copy', 'recall']
     """
     tasks = _present(results, "task", tuple(TASKS))
     rows = [
@@ -426,6 +449,11 @@ def conclusions_table(found: Sequence[Conclusion]) -> Table:
     Raises:
         TypeError, ValueError: if ``found`` is not a non-empty sequence of
             :class:`Conclusion`.
+
+    Example:
+        >>> table = conclusions_table([Conclusion("ALiBi carries", "copy 0.97", True)])
+        >>> table.rows
+        [['ALiBi carries', 'copy 0.97', 'yes']]
     """
     for i, c in enumerate(check_sequence("found", found)):
         if not isinstance(c, Conclusion):
@@ -453,6 +481,12 @@ def conclusions(results: dict, tasks: Sequence[str] | None = None) -> list[Concl
 
     Raises:
         TypeError, ValueError: as :func:`spread`, or for an unknown task.
+
+    Example:
+        >>> from posenc import train
+        >>> found = conclusions(train.stored(), tasks=["copy"])
+        >>> len(found), all(c.holds for c in found)
+        (9, True)
     """
     present = _present(results, "task", tuple(TASKS))
     tasks = present if tasks is None else [check_option("task", t, TASKS) for t in tasks]
@@ -482,6 +516,11 @@ def describe(results: dict) -> str:
 
     Raises:
         TypeError: if ``results`` is not such a dict.
+
+    Example:
+        >>> from posenc import train
+        >>> describe(train.stored())[:52]
+        '42 runs (7 encodings x 2 tasks x 3 seeds) on x86_64 '
     """
     runs = _runs(results)
     machine = results.get("machine", {})

@@ -49,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--workers", type=int, default=None, help="runs at a time (default: one per CPU core)"
     )
+    p.add_argument("--device", default="cpu", help="where the models train: cpu (default) or cuda")
     p.add_argument(
         "--out", default="train-results/grid.json", help="where to write the results (JSON)"
     )
@@ -74,14 +75,18 @@ def _commit() -> str | None:
     return head + ("-dirty" if dirty else "")
 
 
-def _machine() -> dict[str, object]:
-    return {
+def _machine(device: str) -> dict[str, object]:
+    machine = {
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
         "torch": torch.__version__,
+        "device": device,
     }
+    if torch.device(device).type == "cuda":
+        machine["gpu"] = torch.cuda.get_device_name(device)
+    return machine
 
 
 def _bar(done: int, total: int, run: dict) -> None:
@@ -108,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         SystemExit: for bad arguments (argparse).
     """
     args = _parser().parse_args(argv)
-    settings = dataclasses.replace(Settings(), steps=args.steps)
+    settings = dataclasses.replace(Settings(), steps=args.steps, device=args.device)
     commit = _commit()  # the code that runs: read before, as files may change meanwhile
     start = time.perf_counter()
     runs = grid(
@@ -116,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     seconds = time.perf_counter() - start
     results = {
-        "machine": _machine(),
+        "machine": _machine(settings.device),
         "commit": commit,
         "settings": dataclasses.asdict(settings),
         "encodings": args.encodings,
