@@ -14,7 +14,11 @@ from collections.abc import Sequence
 
 from posenc._validate import check_sequence
 
-__all__ = ["Table"]
+__all__ = ["RANGE_DASH", "Table"]
+
+RANGE_DASH = "\u2060\u2013\u2060"
+"""An en dash between the two ends of a range (0.85 to 0.86), held to both by word joiners
+so that a narrow column never breaks the range at it."""
 
 
 class Table:

@@ -104,6 +104,7 @@ RECORDS = {
     "plots.Layout",
     "training_views.Spread",
     "training_views.Conclusion",
+    "training_views.Conclusions",
 }
 WALKED_RECORDS = {"precision.Recipe"}
 
@@ -1012,10 +1013,7 @@ for _name in (
 ):
     base(f"training_views.{_name}", results=posenc.train.stored)
 base("training_views.loss_at", encoding=lambda: "rope", task=lambda: "copy", step=lambda: 500)
-base(
-    "training_views.conclusions_table",
-    found=lambda: posenc.book.training_views.conclusions(posenc.train.stored()),
-)
+
 base("training_views.spread", encoding=lambda: "rope", task=lambda: "copy", multiple=lambda: 2)
 base("training_views.accuracy_table", task=lambda: "recall")
 base("training_views.example", task=lambda: "recall", n=lambda: 2)

@@ -534,9 +534,6 @@ def describe(result: dict) -> str:
     )
 
 
-_DASH = "\u2060\u2013\u2060"  # an en dash between the ends of a range, never broken at
-
-
 def _short(value: float) -> str:
     """Two decimals below 10, none above: ``1.03``, ``130``."""
     return f"{value:.2f}" if value < 10 else f"{value:.0f}"
@@ -560,7 +557,7 @@ def length_table(
         >>> print(length_table(stored(), [2048]).rows[0][0])
         plain RoPE
     """
-    from posenc.table import Table
+    from posenc.table import RANGE_DASH, Table
 
     result = _check_result(result)
     lengths = check_int_sequence("lengths", lengths, minimum=1)
@@ -573,7 +570,7 @@ def length_table(
         for n in lengths:
             blocks = block_perplexities(result, name, 0, n, size=size)
             low, high = blocks.min().item(), blocks.max().item()
-            row.append(f"{perplexity(result, name, 0, n):.1f} ({low:.0f}{_DASH}{high:.0f})")
+            row.append(f"{perplexity(result, name, 0, n):.1f} ({low:.0f}{RANGE_DASH}{high:.0f})")
         rows.append(row)
     factor = result["factor"]
     return Table(
@@ -599,7 +596,7 @@ def ratio_table(result: dict, *, size: int = 512):
         >>> print(ratio_table(stored()).rows[0][0])
         plain RoPE
     """
-    from posenc.table import Table
+    from posenc.table import RANGE_DASH, Table
 
     result = _check_result(result)
     check_int("size", size, minimum=1)
@@ -607,7 +604,7 @@ def ratio_table(result: dict, *, size: int = 512):
 
     def cell(r):
         low, mid, high = (_short(v.item()) for v in (r.min(), r.median(), r.max()))
-        return f"x{mid} ({low}{_DASH}{high})"
+        return f"x{mid} ({low}{RANGE_DASH}{high})"
 
     rows = [
         [

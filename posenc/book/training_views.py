@@ -7,14 +7,15 @@ and the highest seed, and a conclusion is stated only where it holds for every s
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from posenc import plots
-from posenc._validate import check_int, check_option, check_sequence
-from posenc.table import Table
+from posenc._validate import check_int, check_option, check_str
+from posenc.table import RANGE_DASH, Table
 from posenc.train import ENCODINGS, MULTIPLES, TASKS, Settings
 from posenc.train.run import CURVE_STEPS
 from posenc.train.tasks import BOS, IGNORE, SEP
@@ -22,11 +23,11 @@ from posenc.train.tasks import BOS, IGNORE, SEP
 __all__ = [
     "LABELS",
     "Conclusion",
+    "Conclusions",
     "Spread",
     "accuracy_figure",
     "accuracy_table",
     "conclusions",
-    "conclusions_table",
     "describe",
     "example",
     "live_check",
@@ -74,14 +75,19 @@ class Spread:
     def high(self) -> float:
         return max(self.values)
 
-    def text(self, digits: int = 2) -> str:
-        """``mean (low-high)`` with ``digits`` decimals.
+    def text(self, digits: int = 2, dash: str = "-") -> str:
+        """``mean (low-high)`` with ``digits`` decimals, ``dash`` between low and high.
+
+        Tables pass :data:`posenc.table.RANGE_DASH`, which a narrow column never breaks.
 
         Raises:
-            TypeError, ValueError: if ``digits`` is not an int of at least 0.
+            TypeError, ValueError: if ``digits`` is not an int of at least 0 or ``dash`` is
+                not a string.
         """
         check_int("digits", digits, minimum=0)
-        return f"{self.mean:.{digits}f} ({self.low:.{digits}f}-{self.high:.{digits}f})"
+        check_str("dash", dash)
+        low, high = f"{self.low:.{digits}f}", f"{self.high:.{digits}f}"
+        return f"{self.mean:.{digits}f} ({low}{dash}{high})"
 
     def __str__(self) -> str:
         return self.text()
@@ -189,13 +195,13 @@ def accuracy_table(results: dict, task: str) -> Table:
 
     Example:
         >>> from posenc import train
-        >>> print(accuracy_table(train.stored(), "copy").rows[5])
-        ['RoPE', '1.00 (1.00-1.00)', '0.54 (0.54-0.56)', '0.10 (0.08-0.12)']
+        >>> print(accuracy_table(train.stored(), "copy").rows[5][2].replace(RANGE_DASH, "-"))
+        0.54 (0.54-0.56)
     """
     check_option("task", task, TASKS)
     seeds = len({run["seed"] for run in _runs(results)})
     rows = [
-        [LABELS[e], *(str(spread(results, e, task, m)) for m in MULTIPLES)]
+        [LABELS[e], *(spread(results, e, task, m).text(2, RANGE_DASH) for m in MULTIPLES)]
         for e in _present(results, "encoding", ENCODINGS)
     ]
     return Table(
@@ -310,7 +316,7 @@ def loss_table(results: dict, step: int = 500) -> Table:
     """
     tasks = _present(results, "task", tuple(TASKS))
     rows = [
-        [LABELS[e], *(loss_at(results, e, t, step).text(3) for t in tasks)]
+        [LABELS[e], *(loss_at(results, e, t, step).text(3, RANGE_DASH) for t in tasks)]
         for e in _present(results, "encoding", ENCODINGS)
     ]
     return Table(
@@ -339,6 +345,47 @@ class Conclusion:
         return f"{self.statement}\n  {self.measured} (holds: {'yes' if self.holds else 'no'})"
 
 
+@dataclass(frozen=True)
+class Conclusions:
+    """The chapter's conclusions as it shows them: numbered, each with the numbers it rests
+    on, as plain text and as HTML that wraps to the column.
+
+    Attributes:
+        items: the :class:`Conclusion` objects, in the chapter's order.
+
+    Example:
+        >>> found = Conclusions((Conclusion("ALiBi carries", "copy at 4x 0.97", True),))
+        >>> print(found)
+        1. ALiBi carries
+          copy at 4x 0.97 (holds: yes)
+        >>> len(found), all(c.holds for c in found)
+        (1, True)
+    """
+
+    items: tuple[Conclusion, ...]
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __str__(self) -> str:
+        return "\n".join(f"{i}. {c}" for i, c in enumerate(self.items, 1))
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        rows = "".join(
+            f"<li><p><strong>{e(c.statement)}</strong>: holds in every seed: "
+            f"{'yes' if c.holds else 'no'}</p><p>{e(c.measured)}</p></li>"
+            for c in self.items
+        )
+        return f'<ol class="posenc-conclusions">{rows}</ol>'
+
+
 _POSITIONAL = ("learned", "alibi", "t5", "rope", "p-rope")
 _ABSOLUTE = ("learned", "sinusoidal")
 _RELATIVE = ("alibi", "t5", "rope", "p-rope")
@@ -347,12 +394,14 @@ _RELATIVE = ("alibi", "t5", "rope", "p-rope")
 def _learn(r: dict, task: str) -> tuple[bool, str]:
     low = min(spread(r, e, task, 1).low for e in _POSITIONAL)
     nope = spread(r, "nope", task, 1)
-    return low >= 0.9 and nope.high < 0.9, f"{task}: the five {low:.2f} or more, NoPE {nope}"
+    return low >= 0.9 and nope.high < 0.9, (
+        f"{task} at 1x: learned, ALiBi, T5, RoPE and p-RoPE {low:.2f} or more; NoPE {nope}"
+    )
 
 
 def _sinusoidal(r: dict, task: str) -> tuple[bool, str]:
     s = spread(r, "sinusoidal", task, 1)
-    return (s.low >= 0.9 if task == "copy" else s.high < 0.5), f"{task} {s}"
+    return (s.low >= 0.9 if task == "copy" else s.high < 0.5), f"{task} at 1x: {s}"
 
 
 def _absolute_below(r: dict, task: str) -> tuple[bool, str]:
@@ -395,7 +444,7 @@ def _rope_learns_fastest(r: dict, task: str) -> tuple[bool, str]:
     others = min(loss_at(r, e, task, 500).low for e in ENCODINGS if e not in ("rope", "p-rope"))
     return (
         rope.high < others,
-        f"{task}, loss at step 500: RoPE {rope}, the others {others:.3f} or more",
+        f"{task}, loss at step 500: RoPE {rope.text(3)}, the other encodings but p-RoPE {others:.3f} or more",
     )
 
 
@@ -437,36 +486,7 @@ _CONCLUSIONS = (
 )
 
 
-def conclusions_table(found: Sequence[Conclusion]) -> Table:
-    """The conclusions as a table: each statement, what it rests on, and whether it holds.
-
-    Args:
-        found: what :func:`conclusions` returns.
-
-    Returns:
-        A :class:`posenc.table.Table`, one row per conclusion.
-
-    Raises:
-        TypeError, ValueError: if ``found`` is not a non-empty sequence of
-            :class:`Conclusion`.
-
-    Example:
-        >>> table = conclusions_table([Conclusion("ALiBi carries", "copy 0.97", True)])
-        >>> table.rows
-        [['ALiBi carries', 'copy 0.97', 'yes']]
-    """
-    for i, c in enumerate(check_sequence("found", found)):
-        if not isinstance(c, Conclusion):
-            raise TypeError(f"found[{i}] must be a Conclusion, got {type(c).__name__}")
-    return Table(
-        ["conclusion", "measured: mean (lowest-highest seed)", "holds in every seed"],
-        [[c.statement, c.measured, "yes" if c.holds else "no"] for c in found],
-        caption="What the training grid shows, each statement checked on every seed.",
-        align=["left", "left", "left"],
-    )
-
-
-def conclusions(results: dict, tasks: Sequence[str] | None = None) -> list[Conclusion]:
+def conclusions(results: dict, tasks: Sequence[str] | None = None) -> Conclusions:
     """The chapter's conclusions, each checked on ``results`` for every seed and task.
 
     A conclusion holds when it holds on each of the tasks it speaks of that are checked;
@@ -477,7 +497,7 @@ def conclusions(results: dict, tasks: Sequence[str] | None = None) -> list[Concl
         tasks: the tasks to check them on (default: every task the results hold).
 
     Returns:
-        One :class:`Conclusion` per statement, in the chapter's order.
+        :class:`Conclusions`: one :class:`Conclusion` per statement, in the chapter's order.
 
     Raises:
         TypeError, ValueError: as :func:`spread`, or for an unknown task.
@@ -501,7 +521,7 @@ def conclusions(results: dict, tasks: Sequence[str] | None = None) -> list[Concl
                     all(holds for holds, _ in found),
                 )
             )
-    return out
+    return Conclusions(tuple(out))
 
 
 def describe(results: dict) -> str:
@@ -511,16 +531,15 @@ def describe(results: dict) -> str:
         results: what ``python -m posenc.train`` writes.
 
     Returns:
-        e.g. ``"42 runs (7 encodings x 2 tasks x 3 seeds), 2 at a time on x86_64 (2
-        cores), torch 2.13.0, commit 1a2b3c4: 13.1 min in all, 15-25 s a run"``.
+        Two lines: the runs and their times, then the machine, torch and the commit.
 
     Raises:
         TypeError: if ``results`` is not such a dict.
 
     Example:
         >>> from posenc import train
-        >>> describe(train.stored())[:52]
-        '42 runs (7 encodings x 2 tasks x 3 seeds) on x86_64 '
+        >>> describe(train.stored()).splitlines()[0][:41]
+        '42 runs (7 encodings x 2 tasks x 3 seeds)'
     """
     runs = _runs(results)
     machine = results.get("machine", {})
@@ -530,10 +549,10 @@ def describe(results: dict) -> str:
         f"{len({run[key] for run in runs})} {key}s" for key in ("encoding", "task", "seed")
     )
     return (
-        f"{len(runs)} runs ({counts}) on {machine.get('processor', '?')} "
-        f"({machine.get('cpu_count', '?')} cores), torch {machine.get('torch', '?')}, commit "
-        f"{commit}: {results['seconds'] / 60:.1f} min in all, "
-        f"{min(seconds):.0f}-{max(seconds):.0f} s a run"
+        f"{len(runs)} runs ({counts}): {results['seconds'] / 60:.1f} min in all, "
+        f"{min(seconds):.0f}-{max(seconds):.0f} s a run\n"
+        f"on {machine.get('processor', '?')}, {machine.get('cpu_count', '?')} cores, torch "
+        f"{machine.get('torch', '?')}, commit {commit}"
     )
 
 
@@ -547,8 +566,8 @@ def live_check(run: dict, results: dict, *, margin: float = 0.02) -> str:
             (accuracies move a little between CPUs and torch builds).
 
     Returns:
-        The stored spread at each length and the verdict, as one line; the run's own numbers
-        are left out, as they may differ in the last digits from machine to machine.
+        The stored spread at each length, then the verdict, on two lines; the run's own
+        numbers are left out, as they may differ in the last digits from machine to machine.
 
     Raises:
         TypeError, ValueError: for a run or results of the wrong form, or a negative margin.
@@ -557,8 +576,9 @@ def live_check(run: dict, results: dict, *, margin: float = 0.02) -> str:
         >>> results = {"runs": [{"encoding": "rope", "task": "copy", "seed": s,
         ...     "accuracy": {"1x": 1.0, "2x": a, "4x": 0.1}} for s, a in enumerate([0.5, 0.6])]}
         >>> run = {"encoding": "rope", "task": "copy", "accuracy": {"1x": 1.0, "2x": 0.55, "4x": 0.1}}
-        >>> live_check(run, results)
-        'stored seeds: 1x 1.00 (1.00-1.00), 2x 0.55 (0.50-0.60), 4x 0.10 (0.10-0.10); the run trained now is within 0.02 of that range at every length: yes'
+        >>> print(live_check(run, results))
+        stored seeds: 1x 1.00 (1.00-1.00), 2x 0.55 (0.50-0.60), 4x 0.10 (0.10-0.10)
+        the run trained now is within 0.02 of that range at every length: yes
     """
     if not isinstance(run, dict) or not {"encoding", "task", "accuracy"} <= set(run):
         raise TypeError(f"run must be what posenc.train.train returns, got {run!r:.80}")
@@ -571,6 +591,6 @@ def live_check(run: dict, results: dict, *, margin: float = 0.02) -> str:
         within &= s.low - margin <= value <= s.high + margin
         parts.append(f"{m}x {s}")
     return (
-        f"stored seeds: {', '.join(parts)}; the run trained now is within {margin:.2f} of that "
+        f"stored seeds: {', '.join(parts)}\nthe run trained now is within {margin:.2f} of that "
         f"range at every length: {'yes' if within else 'no'}"
     )
