@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from posenc import plots
-from posenc._validate import check_int, check_option, check_str
+from posenc._validate import check_bool, check_int, check_option
 from posenc.table import RANGE_DASH, Table
 from posenc.train import ENCODINGS, MULTIPLES, TASKS, Settings
 from posenc.train.run import CURVE_STEPS
@@ -75,17 +75,18 @@ class Spread:
     def high(self) -> float:
         return max(self.values)
 
-    def text(self, digits: int = 2, dash: str = "-") -> str:
-        """``mean (low-high)`` with ``digits`` decimals, ``dash`` between low and high.
+    def text(self, digits: int = 2, *, cell: bool = False) -> str:
+        """``mean (low-high)`` with ``digits`` decimals.
 
-        Tables pass :data:`posenc.table.RANGE_DASH`, which a narrow column never breaks.
+        With ``cell`` (a table's cell) the range is joined by :data:`posenc.table.RANGE_DASH`,
+        which a narrow column never breaks.
 
         Raises:
-            TypeError, ValueError: if ``digits`` is not an int of at least 0 or ``dash`` is
-                not a string.
+            TypeError, ValueError: if ``digits`` is not an int of at least 0 or ``cell`` is
+                not a bool.
         """
         check_int("digits", digits, minimum=0)
-        check_str("dash", dash)
+        dash = RANGE_DASH if check_bool("cell", cell) else "-"
         low, high = f"{self.low:.{digits}f}", f"{self.high:.{digits}f}"
         return f"{self.mean:.{digits}f} ({low}{dash}{high})"
 
@@ -201,7 +202,7 @@ def accuracy_table(results: dict, task: str) -> Table:
     check_option("task", task, TASKS)
     seeds = len({run["seed"] for run in _runs(results)})
     rows = [
-        [LABELS[e], *(spread(results, e, task, m).text(2, RANGE_DASH) for m in MULTIPLES)]
+        [LABELS[e], *(spread(results, e, task, m).text(2, cell=True) for m in MULTIPLES)]
         for e in _present(results, "encoding", ENCODINGS)
     ]
     return Table(
@@ -316,7 +317,7 @@ def loss_table(results: dict, step: int = 500) -> Table:
     """
     tasks = _present(results, "task", tuple(TASKS))
     rows = [
-        [LABELS[e], *(loss_at(results, e, t, step).text(3, RANGE_DASH) for t in tasks)]
+        [LABELS[e], *(loss_at(results, e, t, step).text(3, cell=True) for t in tasks)]
         for e in _present(results, "encoding", ENCODINGS)
     ]
     return Table(
