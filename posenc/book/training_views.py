@@ -445,7 +445,8 @@ def _rope_learns_fastest(r: dict, task: str) -> tuple[bool, str]:
     others = min(loss_at(r, e, task, 500).low for e in ENCODINGS if e not in ("rope", "p-rope"))
     return (
         rope.high < others,
-        f"{task}, loss at step 500: RoPE {rope.text(3)}, the other encodings but p-RoPE {others:.3f} or more",
+        f"{task}, loss at step 500: RoPE {rope.text(3)}, "
+        f"the other encodings but p-RoPE {others:.3f} or more",
     )
 
 
