@@ -761,6 +761,8 @@ def _claims_page():
     return page
 
 
+base("checks.compare", a=lambda: _randn(3, 4), b=lambda: _randn(3, 4, seed=1))
+base("checks.largest_difference", a=lambda: _randn(3, 4), b=lambda: _randn(3, 4, seed=1))
 base("claims.check_claim", claim=_claim)
 base("claims.check_claims", claims=lambda: [_claim()])
 base("claims.report", key=lambda: "binary-252")
