@@ -70,6 +70,7 @@ __all__ = [
     "rope_scores",
     "rope_settings",
     "rotation_partners",
+    "transformers_attention_factor",
     "transformers_inv_freq",
     "transformers_rope",
 ]
@@ -934,6 +935,29 @@ def transformers_inv_freq(config=None) -> torch.Tensor:
     """
     config = llama32_config() if config is None else config
     return _rotary_embedding(config, "cpu").inv_freq.detach().clone()
+
+
+def transformers_attention_factor(config=None) -> float:
+    """The factor transformers' ``LlamaRotaryEmbedding`` multiplies ``cos`` and ``sin`` by.
+
+    YaRN sets it to ``0.1 ln(factor) + 1`` (a temperature on the attention scores); the
+    ``llama3`` rope type leaves it at 1.
+
+    Args:
+        config: a ``LlamaConfig``; default :func:`llama32_config`.
+
+    Returns:
+        The factor, a float.
+
+    Raises:
+        ImportError: if transformers is not installed.
+
+    Example:
+        >>> transformers_attention_factor()
+        1.0
+    """
+    config = llama32_config() if config is None else config
+    return float(_rotary_embedding(config, "cpu").attention_scaling)
 
 
 @same_device(copied=("positions",))
