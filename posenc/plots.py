@@ -474,7 +474,9 @@ def animation_html(anim) -> object:
 
     The frames are embedded as images with matplotlib's ``to_jshtml``; the figure is closed
     so that no stray still frame is shown after the player. Keep animations small (at most
-    about 40 frames at full column width and dpi 100: about 1 MB).
+    about 40 frames at full column width and dpi 100: about 1 MB). The player opens on
+    frame ``anim.start_frame`` when the animation has one (frame 0 otherwise), its slider
+    at that frame.
 
     Args:
         anim: a ``matplotlib.animation.Animation``.
@@ -493,6 +495,15 @@ def animation_html(anim) -> object:
 
     html = anim.to_jshtml(default_mode="loop")
     plt.close(anim._fig)
+    start = getattr(anim, "start_frame", 0)
+    if start:
+        # matplotlib's player always opens on frame 0: move it, and its slider, once made
+        made = re.search(r"(anim[0-9a-f]{32}) = new Animation\([^;]*\);", html)
+        if made is None:
+            raise RuntimeError("matplotlib's player template changed: cannot set its start frame")
+        html = html.replace(
+            made.group(0), f"{made.group(0)}\n        {made.group(1)}.set_frame({start});"
+        )
     # matplotlib names the player with a random id; derive it from the frames instead, so
     # that re-running an unchanged chapter stores the same bytes
     random_id = re.search(r'id="_anim_img([0-9a-f]{32})"', html)

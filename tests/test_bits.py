@@ -185,13 +185,21 @@ def test_animations_are_column_wide_at_the_css_dpi_and_open_on_the_point():
         assert anim._save_count <= absolute_animations.MAX_FRAMES
         assert anim._fig.dpi == pe.plots.CSS_DPI
         assert anim._fig.get_figwidth() == pytest.approx(pe.plots.FIGURE_WIDTH)
-        order = list(anim.new_frame_seq())
-        assert order[0] == first
-        assert sorted(order) == list(range(anim._save_count))  # every frame, once
-        assert order[order.index(0) :] == list(range(anim._save_count - order.index(0)))
+        # frames in their natural order, so that the slider's place names the frame
+        assert list(anim.new_frame_seq()) == list(range(anim._save_count))
+        assert anim.start_frame == first
         plt.close(anim._fig)
     del made, anim
     gc.collect()  # the never-rendered animations go now, while their warning is ignored
+
+
+def test_the_player_opens_on_the_start_frame_with_its_slider_there():
+    anim = absolute_animations.integer_encoding_animation(torch.full((64,), 0.01), range(4))
+    html = pe.plots.animation_html(anim).data
+    made = re.search(r"(anim[0-9a-f]{32}) = new Animation\([^;]*\);\s*(\S*)", html)
+    assert made is not None
+    assert made.group(2) == f"{made.group(1)}.set_frame(3);"  # set_frame moves the slider too
+    assert 'value="0"' in html  # the slider's markup before the script moves it
 
 
 def test_the_binary_plot_opens_on_the_whole_table():

@@ -458,9 +458,9 @@ class _Table:
 def _animate(fig, draw, frames: int, *, first: int) -> FuncAnimation:
     """Lay the figure out once, then freeze the layout so frames only redraw.
 
-    The frames play in order, ``0 .. frames - 1``, looping; the player opens on frame
-    ``first`` (a frame that already shows the point), so the sequence is rotated to start
-    there: ``first, first + 1, ..., frames - 1, 0, ..., first - 1``.
+    The frames play in order, ``0 .. frames - 1``, looping. The player opens on frame
+    ``first`` (a frame that already shows the point) with its slider there too: the
+    animation's ``start_frame``, which :func:`posenc.plots.animation_html` reads.
     """
 
     def styled(frame: int) -> None:
@@ -472,10 +472,11 @@ def _animate(fig, draw, frames: int, *, first: int) -> FuncAnimation:
     # no engine at all (not "none", which keeps a placeholder): savefig then skips the
     # extra layout pass it makes for an engine, a third of the cost of every frame
     fig.set_layout_engine(None)
-    order = [(first + k) % frames for k in range(frames)]
-    return _SavedOnce(
-        fig, styled, frames=order, interval=_INTERVAL_MS, repeat=True, cache_frame_data=False
+    anim = _SavedOnce(
+        fig, styled, frames=frames, interval=_INTERVAL_MS, repeat=True, cache_frame_data=False
     )
+    anim.start_frame = first
+    return anim
 
 
 class _SavedOnce(FuncAnimation):
