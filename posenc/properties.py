@@ -452,8 +452,8 @@ def table_cells(
 MEASURED_COLUMNS: dict[str, str] = {
     "1 unique": "move, ✓ < 1e-6",
     "2 linear shift": "residual, ✓ < 1e-6",
-    "3 unseen in range": "range ratio, ✓ ≤ 1",
-    "4 rule": "difference, ✓ < 1e-6",
+    "3 unseen in range": "ratio, ✓ ≤ 1",
+    "4 rule": "diff., ✓ < 1e-6",
     "5 axial 2-D": "residual, ✓ < 1e-6",
 }
 """Each property's column in :func:`measured_cells`: the one number it shows, and the
