@@ -69,7 +69,7 @@ POSENC_DIR = Path(posenc.__file__).resolve().parent
 
 
 def short_name(module: str) -> str:
-    """``posenc.book.bits`` -> ``bits``, ``posenc.fast.kernels`` -> ``kernels``: the names
+    """``posenc.book.bits`` -> ``bits``, ``posenc.fast.forms`` -> ``forms``: the names
     the tables below use (module names are unique across the layers)."""
     return module.removeprefix("posenc.").removeprefix("book.").removeprefix("fast.")
 
@@ -699,16 +699,16 @@ base("waves.sine_partner", t=lambda: torch.tensor([0.0, 0.5], dtype=F64))
 base("waves.value_table", quarters=lambda: 2)
 base("waves.wave", t=lambda: torch.tensor([0.0, 0.25]))
 base("waves.collisions", points=lambda: torch.tensor([0.0, 0.5, 1e-12, 0.5]))
-base("kernels.rope_blocked", block_elements=lambda: 16)
+base("forms.rope_blocked", block_elements=lambda: 16)
 base(
-    "kernels.rope_qk",
+    "dispatch.rope_qk",
     q=lambda: _randn(1, 4, 6, 8),
     k=lambda: _randn(1, 2, 6, 8),
     positions=lambda: None,
 )
-base("kernels.dense_matrices", layout=lambda: "half")
+base("forms.dense_matrices", layout=lambda: "half")
 base(
-    "kernels.dense_matrices",
+    "forms.dense_matrices",
     cos=lambda: posenc.fast.tables.rope_tables([3], 4, base=100.0, dtype=F64)[0],
     sin=lambda: posenc.fast.tables.rope_tables([3], 4, base=100.0, dtype=F64)[1],
 )
@@ -731,10 +731,10 @@ for _name in (
     "rope_elementwise",
     "rope_rotate_half",
     "rope_triton",
-    "apply_rope",
-    "apply_rope_",
 ):
-    base(f"kernels.{_name}", x=lambda: _randn(4, 8))
+    base(f"forms.{_name}", x=lambda: _randn(4, 8))
+for _name in ("apply_rope", "apply_rope_"):
+    base(f"dispatch.{_name}", x=lambda: _randn(4, 8))
 
 
 base("rope_nd_views.axis_frequencies", axes=lambda: 2)
@@ -1027,7 +1027,7 @@ NO_BASELINE = {
     "llama.hub_embeddings": "needs the Hugging Face Hub and a token",
     "triton.rope_triton": "needs a CUDA GPU with Triton",
     "triton.rope_qk_triton": "needs a CUDA GPU with Triton",
-    "kernels.rope_compiled": "torch.compile takes tens of seconds on first use",
+    "forms.rope_compiled": "torch.compile takes tens of seconds on first use",
     "smol.load": "loads a 135M-parameter model (seconds); tests/test_smol.py loads it",
     **(
         {}
@@ -1239,7 +1239,7 @@ OPTIONS: dict[str, set[str]] = {
     "smol.Smol": {"source"},
     "trained.recipe_rope": {"recipe"},
     "trained.scaled_inv_freq": {"method"},
-    "kernels.dense_matrices": {"layout"},
+    "forms.dense_matrices": {"layout"},
     "precision.exact_rope": {"recipe"},
     "precision_views.offset_scores": {"recipe"},
     "precision.recipe_angles": {"recipe"},
