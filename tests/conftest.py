@@ -19,7 +19,7 @@ collect_ignore = ["fake_colab", "triton_standin.py"]
 @pytest.fixture(scope="session")
 def hub_cache(tmp_path_factory) -> Path:
     """A posenc cache for the local-Hub tests, shared so each tokenizer is loaded once."""
-    from posenc import llama
+    from posenc.data import llama
 
     cache = tmp_path_factory.mktemp("local-hub-cache")
     local_hub.copy_offline_tokenizer(cache)

@@ -289,7 +289,7 @@ def test_search_page_and_index_exist_and_know_the_chapters(html):
 
 def api_modules() -> list[str]:
     """The modules the API reference must cover: every public module of the package, in
-    every layer (``rope``, ``fast.kernels``, ``book.summary`` ...)."""
+    every layer (``rope``, ``fast.forms``, ``book.summary`` ...)."""
     found = pkgutil.walk_packages(posenc.__path__, prefix="posenc.")
     return sorted(
         m.name.removeprefix("posenc.")

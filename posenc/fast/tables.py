@@ -53,8 +53,8 @@ class _Args:
     the cache key of the tables."""
 
     __slots__ = (
-        "_rope_base",
         "_inv_freq",
+        "_rope_base",
         "dtype",
         "key",
         "layout",
