@@ -29,7 +29,7 @@ from posenc._validate import (
 from posenc.train.model import ENCODINGS, TinyDecoder
 from posenc.train.tasks import IGNORE, TASKS, sequence_length
 
-__all__ = ["MULTIPLES", "Settings", "evaluate", "grid", "train"]
+__all__ = ["CURVE_STEPS", "MULTIPLES", "Settings", "evaluate", "grid", "train"]
 
 MULTIPLES = (1, 2, 4)
 """The lengths a trained model is measured at, as multiples of its training length."""
@@ -195,11 +195,13 @@ def train(
         settings: the shared settings.
 
     Returns:
-        ``{"encoding", "task", "seed", "accuracy": {"1x": ..., "2x": ..., "4x": ...},
-        "final_loss", "seconds"}``.
+        ``{"encoding", "task", "seed", "accuracy", "loss_curve", "seconds"}``: the share of
+        answers right at each length (``{"1x": ..., "2x": ..., "4x": ...}``), the training
+        loss averaged over each :data:`CURVE_STEPS` steps, and the run's wall-clock time.
 
     Raises:
-        TypeError, ValueError: for an unknown encoding or task or a bad seed.
+        TypeError, ValueError: for an unknown encoding or task, a bad seed, or settings
+            that are not :class:`Settings`.
 
     Example:
         >>> small = Settings(steps=5, batch=4, eval_sequences=8)
@@ -211,7 +213,17 @@ def train(
     check_int("seed", seed, minimum=0)
     _check_settings(settings)
     length, symbols = settings.length(task), settings.alphabet(task)
-    torch.set_num_threads(settings.threads)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(settings.threads)  # as the stored runs; the caller's is given back
+    try:
+        return _train(encoding, task, seed, settings, length, symbols)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(
+    encoding: str, task: str, seed: int, settings: Settings, length: int, symbols: int
+) -> dict[str, object]:
     start = time.perf_counter()
     model = _model(encoding, task, seed, settings).to(settings.device)
     opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=0.01)
