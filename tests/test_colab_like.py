@@ -403,7 +403,10 @@ def test_every_chapter_passes_in_a_colab_like_environment(tmp_path, monkeypatch)
     # What the test command does before the chapters: chapter 15's model converted once, here
     # by the environment's own transformers (each release keeps a copy of its own).
     t = time.monotonic()
-    _check(_run([str(python), "-m", "posenc.smol"], log=log), "python -m posenc.smol (Colab's)")
+    _check(
+        _run([str(python), "-m", "posenc.data.smol"], log=log),
+        "python -m posenc.data.smol (Colab's)",
+    )
     timings["SmolLM2 converted by Colab's transformers"] = time.monotonic() - t
 
     t = time.monotonic()
