@@ -313,10 +313,10 @@ def public_objects(module_name: str) -> list[tuple[str, object]]:
 # properties.check_all should get examples in posenc/properties.py.
 NO_EXAMPLE = {
     "book.context.ScoreTerms",
-    "llama.Llama",
-    "llama.hub_embeddings",
-    "llama.hub_tokenizer",
-    "llama.open_for_row_reads",
+    "data.llama.Llama",
+    "data.llama.hub_embeddings",
+    "data.llama.hub_tokenizer",
+    "data.llama.open_for_row_reads",
     "book.llama_rope.TransformersRope",
     "plots.animation_html",
     "precision.RopeCheck",

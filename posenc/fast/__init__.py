@@ -14,7 +14,9 @@ the core never imports it.
 - :mod:`posenc.fast.cpu_kernel`: the one-pass loop in C, compiled on first use
   (:mod:`posenc.fast._compiled` keeps the build);
 - :mod:`posenc.fast.triton_kernel`: the one-pass Triton kernel for CUDA, and
-  :mod:`posenc.fast.triton`, the functions that check its arguments and launch it;
+  :mod:`posenc.fast.triton`, the functions that launch it through ``kernel[grid]`` inside
+  operations registered with ``torch.library`` (``posenc.fast._triton_args`` checks what
+  they pass it);
 - ``posenc.fast._checks``: what a kernel writing through a pointer must check itself
   (aliasing, autograd, ``torch.func``).
 

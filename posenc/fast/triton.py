@@ -83,8 +83,7 @@ from posenc._validate import (
     check_no_overlap,
 )
 from posenc.fast._checks import check_offset_sum, check_writable, one_memory, transforming
-from posenc.fast.tables import Angles
-from posenc.fast.triton_args import (
+from posenc.fast._triton_args import (
     TRITON_DTYPES,
     _angle_table,
     _check_not_negated,
@@ -95,6 +94,7 @@ from posenc.fast.triton_args import (
     _positions_rows,
     _spread,
 )
+from posenc.fast.tables import Angles
 from posenc.rope import _rotate
 
 __all__ = ["TRITON_DTYPES", "rope_qk_triton", "rope_triton", "triton_available"]

@@ -14,6 +14,8 @@ Shapes: ``B`` batch, ``H`` heads, ``T`` positions, ``D`` features, ``D/2`` pairs
 import triton
 import triton.language as tl
 
+__all__: list[str] = []  # nothing to call: posenc.fast.triton launches rope_kernel
+
 
 @triton.jit
 def cos_sin(a):
