@@ -20,18 +20,20 @@ frequencies are a few values: they may also come from the CPU, and are copied to
 data's device; from any other device they are refused (a copy from a GPU would wait on it,
 and the meta device holds no values at all).
 
-The package has three layers (``posenc/README.md`` draws them):
+The package has its layers (``posenc/README.md`` draws them):
 
 - **the core**, the modules of this folder, one idea each and importing torch alone:
   :mod:`~posenc.encodings` (integer, binary, sinusoidal, learned), :mod:`~posenc.rotation`,
   :mod:`~posenc.rope` (the reference ``apply_rope``, layouts, n-D), :mod:`~posenc.scaling`
   (frequencies for longer contexts), :mod:`~posenc.relative` (Shaw, T5, ALiBi),
   :mod:`~posenc.attention`, :mod:`~posenc.properties`, :mod:`~posenc.precision`,
-  :mod:`~posenc.llama` (the Llama 3.2 data), :mod:`~posenc.smol` (a small trained Llama),
-  :mod:`~posenc.decoder` (its forward pass by hand), :mod:`~posenc.device`, ``_validate``
-  and ``_extras``. The mathematics runs on torch alone; the two loaders, ``llama`` and
-  ``smol``, also need the ``book`` extra (``pip install 'posenc[book]'``: transformers,
-  the tokenizers, the Hub client, gguf) to load anything, and say so when it is missing;
+  :mod:`~posenc.decoder` (a Llama forward pass by hand), :mod:`~posenc.device`,
+  ``_validate`` and ``_extras``, on torch alone;
+- **the data**, :mod:`posenc.data`: the Llama 3.2 tokenizer and embeddings
+  (:mod:`~posenc.data.llama`, also ``pe.llama``) and SmolLM2-135M, a small trained Llama
+  (:mod:`~posenc.data.smol`, also ``pe.smol``), from the Hub or offline; they need the
+  ``book`` extra (``pip install 'posenc[book]'``: transformers, the tokenizers, the Hub
+  client, gguf) to load anything, and say so when it is missing;
 - **the fast path**, :mod:`posenc.fast`: the same RoPE built for speed (C loop, Triton,
   cached tables), opt-in, and measured by ``python -m posenc.bench``;
 - **the training experiment**, :mod:`posenc.train`: small decoders trained from scratch
@@ -79,8 +81,8 @@ _SUBMODULES = (
     "decoder",
     "device",
     "encodings",
+    "data",
     "fast",
-    "llama",
     "plots",
     "precision",
     "properties",
@@ -88,7 +90,6 @@ _SUBMODULES = (
     "rope",
     "rotation",
     "scaling",
-    "smol",
     "table",
     "train",
 )
@@ -98,6 +99,8 @@ def __getattr__(name: str):
     """Import a submodule when first named (``pe.fast``, ``pe.plots``, ``pe.llama`` ...)."""
     if name in _SUBMODULES:
         return importlib.import_module(f"posenc.{name}")
+    if name in ("llama", "smol"):  # the data readers, as the chapters name them
+        return importlib.import_module(f"posenc.data.{name}")
     raise AttributeError(f"module 'posenc' has no attribute {name!r}")
 
 

@@ -1,7 +1,7 @@
 """Packages beyond torch, and the error that says how to install them.
 
 ``pip install posenc`` brings torch alone: the core's mathematics needs nothing more. The
-Llama 3.2 and SmolLM2 loaders (:mod:`posenc.llama`, :mod:`posenc.smol`), the figures and
+Llama 3.2 and SmolLM2 loaders (:mod:`posenc.data.llama`, :mod:`posenc.data.smol`), the figures and
 the chapters' helpers (:mod:`posenc.plots`, :mod:`posenc.book`) and the benchmark
 (:mod:`posenc.bench`) need the ``book`` extra. Where one of its packages is missing they say
 so, naming what asked, what is missing and the command, instead of a bare
@@ -20,7 +20,7 @@ def require(what: str, *modules: str) -> None:
     """Check that the top-level ``modules`` can be imported (without importing them).
 
     Args:
-        what: who needs them, named in the error (``"posenc.llama.load"``).
+        what: who needs them, named in the error (``"posenc.data.llama.load"``).
         modules: top-level module names (``"transformers"``).
 
     Raises:

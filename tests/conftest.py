@@ -11,15 +11,15 @@ import pytest
 # The fake google.colab package in fake_colab/ goes on a notebook kernel's path in
 # test_colab_like.py. This run must never import it (--doctest-modules would, and a conftest
 # there would put it on sys.path): a Colab secret store would then answer every test.
-# fake_gpu_launch.py is a script that test_triton_launch.py runs in a process of its own: it
+# triton_standin.py is a module that test_triton_builds.py runs in a process of its own: it
 # needs Triton to import, and the stand-in driver it installs belongs to that process alone.
-collect_ignore = ["fake_colab", "fake_gpu_launch.py"]
+collect_ignore = ["fake_colab", "triton_standin.py"]
 
 
 @pytest.fixture(scope="session")
 def hub_cache(tmp_path_factory) -> Path:
     """A posenc cache for the local-Hub tests, shared so each tokenizer is loaded once."""
-    from posenc import llama
+    from posenc.data import llama
 
     cache = tmp_path_factory.mktemp("local-hub-cache")
     local_hub.copy_offline_tokenizer(cache)
@@ -54,28 +54,3 @@ def hub_env(hub_server, hub_cache, monkeypatch) -> local_hub.LocalHub:
     yield hub_server
     monkeypatch.undo()  # offline again, as the run was
     local_hub.reset_sessions()
-
-
-@pytest.fixture(autouse=True)
-def no_calls_remembered():
-    """Each test starts with no remembered call of posenc's fast path (``_PLANS`` in
-    ``posenc.fast.triton``): a test that patches where calls go must not meet a call
-    remembered before the patch, which a program never changes."""
-    from posenc.fast import triton
-
-    triton._PLANS.clear()
-    yield
-    triton._PLANS.clear()
-
-
-@pytest.fixture(scope="session", autouse=True)
-def gpu_keys_read_in_cpp():
-    """On a GPU, remembered calls read their keys in C++ once ``posenc.fast.host`` is loaded,
-    which the first remembered call starts: loaded (and built, if need be) before any test,
-    so that no test sees its calls' keys change form half-way."""
-    import torch
-
-    if torch.cuda.is_available():
-        from posenc.fast import host
-
-        host.available()

@@ -1,6 +1,6 @@
 """A local Hugging Face Hub serving one gated repository: ``meta-llama/Llama-3.2-1B``.
 
-It answers the parts of the Hub's HTTP API that :mod:`posenc.llama` and ``huggingface_hub``
+It answers the parts of the Hub's HTTP API that :mod:`posenc.data.llama` and ``huggingface_hub``
 use for that repository, on ``127.0.0.1`` and a free port, from a thread:
 
 - model info, ``GET /api/models/{repo}`` and ``/api/models/{repo}/revision/{rev}``;
@@ -205,13 +205,13 @@ def build_repo(folder: Path, tokenizer_cache: Path | None = None) -> Repo:
 
     Args:
         folder: an empty or missing directory.
-        tokenizer_cache: where :func:`posenc.llama.offline_tokenizer` finds (or builds) the
+        tokenizer_cache: where :func:`posenc.data.llama.offline_tokenizer` finds (or builds) the
             converted tokenizer; default its own.
 
     Returns:
         The :class:`Repo`.
     """
-    from posenc import llama
+    from posenc.data import llama
 
     folder.mkdir(parents=True, exist_ok=True)
     llama.offline_tokenizer(cache=tokenizer_cache).save_pretrained(str(folder))
@@ -579,7 +579,7 @@ def _parse_range(header: str, size: int) -> tuple[int, int] | None:
 
 def copy_offline_tokenizer(cache: Path) -> None:
     """Copy the converted offline tokenizer into ``cache`` (saves rebuilding it, 5 s)."""
-    from posenc import llama
+    from posenc.data import llama
 
     cache.mkdir(parents=True, exist_ok=True)
     for built in llama.cache_dir().glob("llama3-tokenizer-*.json"):

@@ -69,7 +69,7 @@ POSENC_DIR = Path(posenc.__file__).resolve().parent
 
 
 def short_name(module: str) -> str:
-    """``posenc.book.bits`` -> ``bits``, ``posenc.fast.kernels`` -> ``kernels``: the names
+    """``posenc.book.bits`` -> ``bits``, ``posenc.fast.forms`` -> ``forms``: the names
     the tables below use (module names are unique across the layers)."""
     return module.removeprefix("posenc.").removeprefix("book.").removeprefix("fast.")
 
@@ -89,7 +89,7 @@ MODULES = public_modules()
 # constructors take whatever they are given, like a tuple. Their methods are still walked.
 RECORDS = {
     "context.ScoreTerms",
-    "llama.Llama",
+    "data.llama.Llama",
     "llama_rope.TransformersRope",
     "precision.Recipe",  # validates in __post_init__, walked below all the same
     "precision.RopeCheck",
@@ -162,7 +162,7 @@ def _randn(*shape, dtype=F64, seed=0):
 
 @functools.cache
 def _llama():
-    return posenc.llama.load("offline")
+    return posenc.data.llama.load("offline")
 
 
 @functools.cache
@@ -496,12 +496,12 @@ base(
 base("frequencies.relative_upper_bound", distances=lambda: [0, 3])
 base("frequencies.encoding_distance", distances=lambda: [0, 1])
 base("frequencies.relative_schemes", max_distance=lambda: 4, num_buckets=lambda: 8)
-base("llama.open_for_row_reads", path=lambda: __file__)
-base("llama.read_safetensors_rows", tensor=lambda: "t", rows=lambda: [2, 0])
-base("llama.offline_tokenizer")
-base("llama.Llama.encode", text=lambda: "The dog")
-base("llama.Llama.pieces", ids=lambda: [5679])
-base("llama.Llama.embed", ids=lambda: [5679])
+base("data.llama.open_for_row_reads", path=lambda: __file__)
+base("data.llama.read_safetensors_rows", tensor=lambda: "t", rows=lambda: [2, 0])
+base("data.llama.offline_tokenizer")
+base("data.llama.Llama.encode", text=lambda: "The dog")
+base("data.llama.Llama.pieces", ids=lambda: [5679])
+base("data.llama.Llama.embed", ids=lambda: [5679])
 base(
     "llama_rope.bands_from_ratio",
     scaled=lambda: torch.tensor([1.0, 0.3, 0.25]),
@@ -699,16 +699,16 @@ base("waves.sine_partner", t=lambda: torch.tensor([0.0, 0.5], dtype=F64))
 base("waves.value_table", quarters=lambda: 2)
 base("waves.wave", t=lambda: torch.tensor([0.0, 0.25]))
 base("waves.collisions", points=lambda: torch.tensor([0.0, 0.5, 1e-12, 0.5]))
-base("kernels.rope_blocked", block_elements=lambda: 16)
+base("forms.rope_blocked", block_elements=lambda: 16)
 base(
-    "kernels.rope_qk",
+    "dispatch.rope_qk",
     q=lambda: _randn(1, 4, 6, 8),
     k=lambda: _randn(1, 2, 6, 8),
     positions=lambda: None,
 )
-base("kernels.dense_matrices", layout=lambda: "half")
+base("forms.dense_matrices", layout=lambda: "half")
 base(
-    "kernels.dense_matrices",
+    "forms.dense_matrices",
     cos=lambda: posenc.fast.tables.rope_tables([3], 4, base=100.0, dtype=F64)[0],
     sin=lambda: posenc.fast.tables.rope_tables([3], 4, base=100.0, dtype=F64)[1],
 )
@@ -731,10 +731,10 @@ for _name in (
     "rope_elementwise",
     "rope_rotate_half",
     "rope_triton",
-    "apply_rope",
-    "apply_rope_",
 ):
-    base(f"kernels.{_name}", x=lambda: _randn(4, 8))
+    base(f"forms.{_name}", x=lambda: _randn(4, 8))
+for _name in ("apply_rope", "apply_rope_"):
+    base(f"dispatch.{_name}", x=lambda: _randn(4, 8))
 
 
 base("rope_nd_views.axis_frequencies", axes=lambda: 2)
@@ -832,8 +832,10 @@ def _tiny_llama():
 
 @functools.cache
 def _tiny_smol():
-    folder = posenc.smol._offline_folder(posenc.device.cache_dir())
-    return posenc.smol.Smol("offline", posenc.smol._saved_tokenizer(folder), _tiny_llama())
+    folder = posenc.data.smol._offline_folder(posenc.device.cache_dir())
+    return posenc.data.smol.Smol(
+        "offline", posenc.data.smol._saved_tokenizer(folder), _tiny_llama()
+    )
 
 
 def _tiny_ids():
@@ -846,7 +848,7 @@ def _tiny_stats():
 
 @functools.cache
 def _k_rows_once():
-    rows = posenc.smol.read_gguf_tensor(posenc.smol.gguf_path(), "blk.0.attn_k.weight")
+    rows = posenc.data.smol.read_gguf_tensor(posenc.data.smol.gguf_path(), "blk.0.attn_k.weight")
     return posenc.rope.permute_qk_rows(rows, 3)
 
 
@@ -868,7 +870,7 @@ def _tiny_long_run_once():
     config.max_position_embeddings = 128
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config).eval()
-    smol = posenc.smol.Smol("offline", _tiny_smol().tokenizer, model)
+    smol = posenc.data.smol.Smol("offline", _tiny_smol().tokenizer, model)
     return posenc.book.long_text.run(smol, tokens=256, runs=["none", "PI", "window"])
 
 
@@ -936,21 +938,30 @@ base(
     title=lambda: "A probe",
 )
 base("trained.scaled_inv_freq", config=_tiny_config, method=lambda: "YaRN", factor=lambda: 4.0)
-base("trained.gguf_row_order", gguf_file=posenc.smol.gguf_path, weight=_k_rows, num_heads=lambda: 3)
-base("trained.generation_check", prompt=lambda: "The capital of France is", steps=lambda: 2)
-base("smol.read_gguf_tensor", path=posenc.smol.gguf_path, name=lambda: "blk.0.attn_k.weight")
 base(
-    "smol.cached_folder",
+    "trained.gguf_row_order",
+    gguf_file=posenc.data.smol.gguf_path,
+    weight=_k_rows,
+    num_heads=lambda: 3,
+)
+base("trained.generation_check", prompt=lambda: "The capital of France is", steps=lambda: 2)
+base(
+    "data.smol.read_gguf_tensor",
+    path=posenc.data.smol.gguf_path,
+    name=lambda: "blk.0.attn_k.weight",
+)
+base(
+    "data.smol.cached_folder",
     folder=lambda: Path(tempfile.mkdtemp()) / "made",
     build=lambda: lambda d: (d / "a.txt").write_text("hi"),
 )
 base(
-    "smol.Smol",
+    "data.smol.Smol",
     source=lambda: "offline",
     tokenizer=lambda: _tiny_smol().tokenizer,
     model=_tiny_llama,
 )
-base("smol.Smol.pieces", ids=lambda: [504, 3575])
+base("data.smol.Smol.pieces", ids=lambda: [504, 3575])
 
 # --- the training experiment of chapter 16: tiny settings and models, the stored grid -------
 
@@ -1025,12 +1036,12 @@ base("training_views.live_check", run=_stored_run, results=posenc.train.stored)
 # with Triton. Their garbage is still fed (it must be refused before any of that is
 # needed); only the valid call is not made.
 NO_BASELINE = {
-    "llama.hub_tokenizer": "needs the Hugging Face Hub and a token",
-    "llama.hub_embeddings": "needs the Hugging Face Hub and a token",
+    "data.llama.hub_tokenizer": "needs the Hugging Face Hub and a token",
+    "data.llama.hub_embeddings": "needs the Hugging Face Hub and a token",
     "triton.rope_triton": "needs a CUDA GPU with Triton",
     "triton.rope_qk_triton": "needs a CUDA GPU with Triton",
-    "kernels.rope_compiled": "torch.compile takes tens of seconds on first use",
-    "smol.load": "loads a 135M-parameter model (seconds); tests/test_smol.py loads it",
+    "forms.rope_compiled": "torch.compile takes tens of seconds on first use",
+    "data.smol.load": "loads a 135M-parameter model (seconds); tests/test_smol.py loads it",
     **(
         {}
         if posenc.fast.cpu_kernel.available()
@@ -1054,8 +1065,8 @@ INSTANCES: dict[str, Callable[[], object]] = {
     "encodings.LearnedPositionalEmbedding": lambda: posenc.encodings.LearnedPositionalEmbedding(
         4, 8
     ),
-    "llama.Llama": _llama,
-    "smol.Smol": _tiny_smol,
+    "data.llama.Llama": _llama,
+    "data.smol.Smol": _tiny_smol,
     "decoder.KVCache": lambda: posenc.decoder.KVCache(),
     "context.ScoreTerms": _score_terms,
     "precision.Recipe": lambda: posenc.precision.RECIPES["fp32 angles"],
@@ -1236,12 +1247,12 @@ mixing("shift.max_shift_error", "encoding", "the shift matrices are copied to it
 OPTIONS: dict[str, set[str]] = {
     "relative_views.attention_at": {"scheme"},
     "relative_views.shift_change": {"scheme"},
-    "llama.load": {"source"},
-    "smol.load": {"source"},
-    "smol.Smol": {"source"},
+    "data.llama.load": {"source"},
+    "data.smol.load": {"source"},
+    "data.smol.Smol": {"source"},
     "trained.recipe_rope": {"recipe"},
     "trained.scaled_inv_freq": {"method"},
-    "kernels.dense_matrices": {"layout"},
+    "forms.dense_matrices": {"layout"},
     "precision.exact_rope": {"recipe"},
     "precision_views.offset_scores": {"recipe"},
     "precision.recipe_angles": {"recipe"},
@@ -1272,7 +1283,7 @@ for _name, _param in (
 accept("shift.swap_pair_order", "x", "an empty tensor", _ELEMENTWISE)
 accept("shift.symbolic_rotation", "theta", "an int for an object", "any sympy expression, ints too")
 accept("frequencies.format_ranges", "indices", "an empty sequence", "no indices: an empty string")
-accept("llama.read_safetensors_rows", "rows", "an empty sequence", "no rows: a [0, C] tensor")
+accept("data.llama.read_safetensors_rows", "rows", "an empty sequence", "no rows: a [0, C] tensor")
 accept("llama_rope.band_counts", "bands", "an empty sequence", "no bands: every count is 0")
 
 # --- running a case -------------------------------------------------------------------------
@@ -1441,7 +1452,7 @@ def test_the_walk_finds_the_public_api():
         "precision.check_apply_rope",
         "attention.DemoAttention",
         "attention.DemoAttention.forward",
-        "llama.Llama.encode",
+        "data.llama.Llama.encode",
     ):
         assert expected in names
     top = {

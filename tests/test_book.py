@@ -289,7 +289,7 @@ def test_search_page_and_index_exist_and_know_the_chapters(html):
 
 def api_modules() -> list[str]:
     """The modules the API reference must cover: every public module of the package, in
-    every layer (``rope``, ``fast.kernels``, ``book.summary`` ...)."""
+    every layer (``rope``, ``fast.forms``, ``book.summary`` ...)."""
     found = pkgutil.walk_packages(posenc.__path__, prefix="posenc.")
     return sorted(
         m.name.removeprefix("posenc.")
@@ -313,10 +313,10 @@ def public_objects(module_name: str) -> list[tuple[str, object]]:
 # properties.check_all should get examples in posenc/properties.py.
 NO_EXAMPLE = {
     "book.context.ScoreTerms",
-    "llama.Llama",
-    "llama.hub_embeddings",
-    "llama.hub_tokenizer",
-    "llama.open_for_row_reads",
+    "data.llama.Llama",
+    "data.llama.hub_embeddings",
+    "data.llama.hub_tokenizer",
+    "data.llama.open_for_row_reads",
     "book.llama_rope.TransformersRope",
     "plots.animation_html",
     "precision.RopeCheck",

@@ -21,9 +21,9 @@ New packages (gguf, llama-models, posenc) are additions and fine. After the run 
 versions are checked again: the chapters passed with Colab's versions, not with upgrades.
 
 The secret: Colab's ``userdata.get("HF_TOKEN")`` returns a fake token here and records
-each call. With ``HF_HUB_OFFLINE=1`` ``posenc.llama.load`` takes the offline path without
+each call. With ``HF_HUB_OFFLINE=1`` ``posenc.data.llama.load`` takes the offline path without
 asking for a token, so the chapters never read the secret; a probe after the run shows that
-the secret is reachable (``posenc.llama._hf_token`` returns it once not offline). The token
+the secret is reachable (``posenc.data.llama._hf_token`` returns it once not offline). The token
 must appear in no executed output, in no file written under the test's directories and in
 nothing the run printed.
 
@@ -260,8 +260,8 @@ def test_every_chapter_passes_in_a_colab_like_environment(tmp_path, monkeypatch)
     # chapter 15's model, in this project's cache (built once, about 40 s, when missing)
     offline = {**os.environ, "HF_HUB_OFFLINE": "1"}
     _check(
-        _run([sys.executable, "-m", "posenc.smol"], log=log, cwd=ROOT, env=offline),
-        "python -m posenc.smol",
+        _run([sys.executable, "-m", "posenc.data.smol"], log=log, cwd=ROOT, env=offline),
+        "python -m posenc.data.smol",
     )
     from posenc.device import cache_dir
 
@@ -403,7 +403,10 @@ def test_every_chapter_passes_in_a_colab_like_environment(tmp_path, monkeypatch)
     # What the test command does before the chapters: chapter 15's model converted once, here
     # by the environment's own transformers (each release keeps a copy of its own).
     t = time.monotonic()
-    _check(_run([str(python), "-m", "posenc.smol"], log=log), "python -m posenc.smol (Colab's)")
+    _check(
+        _run([str(python), "-m", "posenc.data.smol"], log=log),
+        "python -m posenc.data.smol (Colab's)",
+    )
     timings["SmolLM2 converted by Colab's transformers"] = time.monotonic() - t
 
     t = time.monotonic()
@@ -477,7 +480,7 @@ def test_every_chapter_passes_in_a_colab_like_environment(tmp_path, monkeypatch)
     probe = _execute(
         checkout / "notebooks" / "_colab_secret.ipynb",
         [
-            "import hashlib, os\nfrom posenc import llama\n"
+            "import hashlib, os\nfrom posenc.data import llama\n"
             'os.environ.pop("HF_HUB_OFFLINE")\ntoken = llama._hf_token()\n'
             "print(token and hashlib.sha256(token.encode()).hexdigest())"
         ],

@@ -1,11 +1,7 @@
-"""The compiled pieces' cache (posenc.fast._compiled), broken in the ways a cache breaks.
+"""The C loop's build cache (posenc.fast._compiled), broken in the ways a cache breaks.
 
-The C loop (``posenc.fast.cpu_kernel``) and the C++ module (``posenc.fast.host``) share one
-build and load path. Each case runs in a process of its own, as a program meets the cache:
-a library that kills the process that maps it (SIGBUS) is then a failed test, not a dead
-worker. The C++ module is built here from a small stand-in source (a module with its
-``init``, no torch headers), through the module's own build and load path, so that each
-case takes a second or two rather than a minute.
+Each case runs in a process of its own, as a program meets the cache: a library that kills
+the process that maps it (SIGBUS) is then a failed test, not a dead worker.
 """
 
 from __future__ import annotations
@@ -29,12 +25,12 @@ KERNEL = r"""
 import json, sys, time
 import torch
 from posenc import rope
-from posenc.fast import cpu_kernel, kernels
+from posenc.fast import cpu_kernel, dispatch
 start = time.perf_counter()
 available = cpu_kernel.available()
 took = time.perf_counter() - start
 x = torch.randn(4, 8, 300, 64, generator=torch.Generator().manual_seed(0))  # the C loop's size
-same = torch.equal(kernels.apply_rope(x, layout="half"), rope.apply_rope(x, layout="half"))
+same = torch.equal(dispatch.apply_rope(x, layout="half"), rope.apply_rope(x, layout="half"))
 print(json.dumps({"available": available, "status": cpu_kernel.status(), "took": took,
                   "same": same}))
 """
@@ -48,22 +44,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_posenc_host", nullp
 PyMODINIT_FUNC PyInit__posenc_host(void) { return PyModule_Create(&module); }
 """
 
-HOST = r"""
-import json, sys, sysconfig, time
-from posenc.fast import host
-host.SOURCE = sys.argv[1]  # a stand-in module: the build and load path is host's own
-host._flags = lambda standard: ["-O0", "-shared", "-fPIC", standard,
-                                f"-I{sysconfig.get_paths()['include']}"]
-start = time.perf_counter()
-available = host.available()
-took = time.perf_counter() - start
-print(json.dumps({"available": available, "status": host.status(), "took": took,
-                  "same": True}))
-"""
-
 PIECES = {
     "kernel": ("CC", ("cc", "gcc", "clang"), "rope_kernel_*.so", KERNEL),
-    "host": ("CXX", ("c++", "g++", "clang++"), "_posenc_host_*.so", HOST),
 }
 
 
@@ -163,8 +145,7 @@ DAMAGE = {
 }
 
 
-# every damage for the C loop; for the C++ module, which shares the path, two of them
-CASES = [("kernel", d) for d in DAMAGE] + [("host", "truncated"), ("host", "no symbol, recorded")]
+CASES = [("kernel", d) for d in DAMAGE]
 
 
 @pytest.mark.parametrize(("piece", "damage"), CASES)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import posenc.rope as rope
 from posenc.fast import cpu_kernel
-from posenc.fast import kernels as fr
+from posenc.fast import forms as fr
 from posenc.fast import tables as tb
 
 needs_kernel = pytest.mark.skipif(
@@ -33,18 +33,25 @@ def _tables(x, positions, layout):
     length=st.integers(1, 300),
     pairs=st.integers(1, 40),
     layout=st.sampled_from(rope.LAYOUTS),
-    dtype=st.sampled_from([torch.float32, torch.float64]),
+    dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16]),
     threads=st.sampled_from([1, 2, 3]),
     seed=st.integers(0, 2**31 - 1),
+    view=st.booleans(),
 )
 def test_kernel_is_bit_identical_to_the_elementwise_form(
-    lead, length, pairs, layout, dtype, threads, seed, monkeypatch
+    lead, length, pairs, layout, dtype, threads, seed, view, monkeypatch
 ):
+    """Every dtype the loop takes, both layouts, contiguous tensors and a model's view (its
+    ``[.., T, H, D]`` projection seen as ``[..., H, T, D]``), on every split of the work."""
     # few rows per thread, so small inputs are split too: by leading rows or by positions
     # (the same setting for every example, so one fixture serves them all)
     monkeypatch.setattr(cpu_kernel, "_MIN_ROWS_PER_THREAD", 1)
     gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(*lead, length, 2 * pairs, generator=gen, dtype=dtype)
+    if view and lead:  # [..., H, T, D] as a transposed view of [..., T, H, D]
+        x = torch.randn(*lead[:-1], length, lead[-1], 2 * pairs, generator=gen).to(dtype)
+        x = x.transpose(-3, -2)
+    else:
+        x = torch.randn(*lead, length, 2 * pairs, generator=gen).to(dtype)
     positions = torch.randint(-70000, 70000, (length,), generator=gen)
     want = fr.rope_elementwise(x, positions, layout=layout)
     tables = _tables(x, positions, layout)
@@ -63,9 +70,9 @@ def test_kernel_is_bit_identical_to_the_elementwise_form(
 
 @needs_kernel
 @pytest.mark.parametrize("layout", rope.LAYOUTS)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
 def test_default_paths_use_the_kernel_and_stay_exact(layout, dtype):
-    x = torch.randn(2, 8, 300, 64, dtype=dtype)  # above the small-input threshold
+    x = torch.randn(2, 8, 300, 64).to(dtype)
     want = fr.rope_elementwise(x, layout=layout)
     assert torch.equal(fr.apply_rope(x, layout=layout), want)
     assert torch.equal(fr.rope_c(x, layout=layout), want)
@@ -81,18 +88,20 @@ def test_rope_c_copies_a_non_contiguous_input():
     assert torch.equal(fr.rope_c(x, layout="half"), fr.rope_elementwise(x, layout="half"))
 
 
-def test_the_kernel_takes_only_what_its_loop_can_index():
-    x = torch.zeros(2, 3, 4)
-    cos = torch.zeros(3, 2)
-    ok = cpu_kernel._applicable
-    assert ok(x, x, cos) and ok(x, torch.zeros(2, 3, 4), cos)
-    assert not ok(x.bfloat16(), x.bfloat16(), cos)  # dtype
-    assert not ok(x, x, cos.double())  # table dtype
-    assert not ok(x.transpose(0, 1), x.transpose(0, 1), cos)  # strides
-    assert not ok(x, x, torch.zeros(2, 3, 2))  # a table per leading row
-    assert not ok(x, torch.zeros(2, 3, 6), cos)  # shapes differ
-    assert not ok(x[:0], x[:0], cos)  # empty
-    assert not ok(torch.zeros(2, 3, 5), torch.zeros(2, 3, 5), cos)  # odd D
+@needs_kernel
+def test_the_kernel_takes_what_its_loop_can_index_and_refuses_the_rest():
+    """Any strides but the last, up to 4 dims: a model's transposed view and a slice are
+    rotated where they lie; a last dim that is not contiguous, or a fifth dim, is refused."""
+    x = torch.randn(2, 5, 3, 8).transpose(1, 2)  # [B, H, T, D] view of [B, T, H, D]
+    cos, sin = torch.randn(5, 4), torch.randn(5, 4)
+    for src in (x, x[:, 1:]):
+        out = torch.empty_like(src)
+        cpu_kernel.rotate(src, out, cos, sin, "half")
+        assert torch.equal(out, rope._rotate(src, cos, sin, "half"))
+    for bad in (x[..., ::2].repeat(1, 1, 1, 2)[..., ::2], x[None]):
+        with pytest.raises(ValueError):
+            cpu_kernel.rotate(bad, torch.empty_like(bad), cos[:, : bad.shape[-1] // 2],
+                              sin[:, : bad.shape[-1] // 2], "half")  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -105,7 +114,7 @@ def test_the_kernel_takes_only_what_its_loop_can_index():
         (lambda x, c: cpu_kernel.rotate(x, x, c.T, c, "half"), ValueError, "cos"),
         (lambda x, c: cpu_kernel.rotate(x, x.double(), c, c, "half"), ValueError, "dst"),
         (lambda x, c: cpu_kernel.rotate(x, x, c, c[:1], "half"), ValueError, "sin"),
-        (lambda x, c: fr.rope_c(x.bfloat16()), ValueError, "float32 or float64"),
+        (lambda x, c: fr.rope_c(x.half()), ValueError, "float32, float64 or bfloat16"),
         (
             lambda x, c: fr.rope_c(x, torch.zeros(2, 1, 3, dtype=torch.long)),
             ValueError,
@@ -191,14 +200,12 @@ def fresh_kernel_state(monkeypatch, tmp_path):
 
 
 def test_without_a_compiler_apply_rope_falls_back_and_agrees(fresh_kernel_state, monkeypatch):
-    """With no C compiler the default paths of posenc.fast (above the small-input threshold,
-    where the C loop would serve) fall back to the blocks and still give the reference's
-    rotation: out of place, in place and through rope_qk."""
+    """With no C compiler the default paths of posenc.fast fall back to the reference's
+    tensor operations and give its rotation: out of place, in place and through rope_qk."""
     monkeypatch.setattr(shutil, "which", lambda name: None)
     assert not cpu_kernel.available()
     assert cpu_kernel.status().startswith("no C compiler")
     x = torch.randn(2, 8, 300, 64)
-    assert x.numel() > fr._SMALL
     for layout in rope.LAYOUTS:
         want = rope.apply_rope(x, layout=layout)
         torch.testing.assert_close(fr.apply_rope(x, layout=layout), want, rtol=0, atol=1e-6)
@@ -217,16 +224,14 @@ def test_a_source_that_does_not_compile_is_reported(fresh_kernel_state, monkeypa
     assert not cpu_kernel.available()
     assert "could not build the kernel" in cpu_kernel.status()
     assert not list(fresh_kernel_state.glob("*.so"))  # nothing half-written is left behind
-    x = torch.randn(2, 8, 300, 64)  # past the small-input threshold: the C loop's work
-    # the blocks of the half layout round as the reference does: bit for bit
-    assert torch.equal(fr.apply_rope(x, layout="half"), rope.apply_rope(x, layout="half"))
-    # the complex multiplication of the interleaved one, to a unit in the last place
-    torch.testing.assert_close(fr.apply_rope(x), rope.apply_rope(x), rtol=0, atol=1e-6)
+    x = torch.randn(2, 8, 300, 64)  # the C loop's work: the tensor operations take it
+    for layout in rope.LAYOUTS:
+        assert torch.equal(fr.apply_rope(x, layout=layout), rope.apply_rope(x, layout=layout))
 
 
 @needs_kernel
 def test_a_kernel_that_rounds_differently_is_refused(fresh_kernel_state, monkeypatch):
-    wrong = cpu_kernel.SOURCE.replace("a * c[i] - b * s[i]", "a * c[i] - (b * s[i] + 0x1p-60)")
+    wrong = cpu_kernel.SOURCE.replace("a * c[i] - e * s[i]", "a * c[i] - (e * s[i] + 0x1p-60)")
     assert wrong != cpu_kernel.SOURCE
     monkeypatch.setattr(cpu_kernel, "SOURCE", wrong)
     assert not cpu_kernel.available()

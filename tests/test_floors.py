@@ -6,7 +6,7 @@ huggingface-hub, safetensors, accelerate, gguf, tiktoken and llama-models. A fre
 the torch that runs this test (its version, the CPU build where there is no GPU, as the
 README's commands install it), then the book extra with each of those packages pinned to
 its floor (``==``; the extra's other packages as declared), and the test tools. In it,
-``python -m posenc.smol`` converts SmolLM2 with that transformers (the converted copy is
+``python -m posenc.data.smol`` converts SmolLM2 with that transformers (the converted copy is
 kept per transformers release, beside the others in the shared cache), and pytest runs the
 test files and chapters below. Slow: a few minutes, most of it the install and chapter 15.
 """
@@ -102,7 +102,7 @@ def test_the_declared_floors_pass_the_tests_and_chapters_that_use_them(tmp_path)
     for pin in (r for r in floor_requirements() if "==" in r):
         name, version = pin.split("==")
         assert installed.get(canonicalize_name(name)) == Version(version), f"{pin} not installed"
-    _run([python, "-m", "posenc.smol"], env, 900)
+    _run([python, "-m", "posenc.data.smol"], env, 900)
     _run(
         [python, "-m", "pytest", "-p", "no:xdist", "-q", "--nbval", *RUN],
         env,

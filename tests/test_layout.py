@@ -1,8 +1,9 @@
 """The package's layers, read from its source (posenc/README.md draws them).
 
 - the core (``posenc/*.py`` but ``plots`` and ``table``) imports only the core;
-- ``posenc.fast`` imports the core, never the chapters' helpers (``posenc.book``,
-  ``posenc.plots``);
+- ``posenc.data`` (the Llama 3.2 and SmolLM2 readers) imports the core and itself;
+- ``posenc.fast`` imports the core, never the data nor the chapters' helpers
+  (``posenc.book``, ``posenc.plots``);
 - ``posenc.train`` (the training experiment) imports the core and torch alone;
 - ``posenc.book``, ``posenc.plots``, ``posenc.table`` and ``posenc.bench`` import anything
   below them;
@@ -24,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "posenc"
 
 NOT_CORE = (
+    "posenc.data",
     "posenc.fast",
     "posenc.book",
     "posenc.plots",
@@ -99,9 +101,15 @@ def test_the_cycle_finder_finds_cycles():
     assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
 
 
-def test_the_package_has_all_three_layers():
+def test_the_package_has_its_layers():
     names = set(MODULES)
-    assert {"posenc.rope", "posenc.fast.kernels", "posenc.book.rope_views"} <= names
+    assert {
+        "posenc.rope",
+        "posenc.data.llama",
+        "posenc.fast.forms",
+        "posenc.train",
+        "posenc.book.rope_views",
+    } <= names
 
 
 def test_no_import_cycle():
@@ -131,10 +139,19 @@ def test_training_imports_only_the_core_and_torch(name):
             assert module.split(".")[0] not in HEAVY, f"{name} imports {module}"
 
 
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("posenc.data")))
+def test_the_data_imports_only_the_core_and_itself(name):
+    for module, _ in imports(MODULES[name]):
+        if module.startswith("posenc"):
+            assert is_core(module) or module.startswith("posenc.data"), f"{name} imports {module}"
+
+
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("posenc.fast")))
 def test_the_fast_path_imports_no_book_helpers(name):
     for module, _ in imports(MODULES[name]):
-        assert not module.startswith(("posenc.book", "posenc.plots")), f"{name} imports {module}"
+        assert not module.startswith(("posenc.book", "posenc.plots", "posenc.data")), (
+            f"{name} imports {module}"
+        )
 
 
 def test_importing_the_core_loads_no_heavy_library():
@@ -176,10 +193,10 @@ import torch
 import posenc as pe
 print("core", tuple(pe.apply_rope(torch.randn(3, 8)).shape))
 asks = {{
-    "posenc.llama.load": lambda: pe.llama.load("offline"),
-    "posenc.llama.offline_tokenizer": lambda: pe.llama.offline_tokenizer(),
-    "posenc.smol.load": lambda: pe.smol.load("offline"),
-    "posenc.smol.read_gguf_tensor": lambda: pe.smol.read_gguf_tensor("x.gguf", "t"),
+    "posenc.data.llama.load": lambda: pe.llama.load("offline"),
+    "posenc.data.llama.offline_tokenizer": lambda: pe.llama.offline_tokenizer(),
+    "posenc.data.smol.load": lambda: pe.smol.load("offline"),
+    "posenc.data.smol.read_gguf_tensor": lambda: pe.smol.read_gguf_tensor("x.gguf", "t"),
     "posenc.plots": lambda: pe.plots,
     "posenc.book": lambda: importlib.import_module("posenc.book.rope_views"),
     "posenc.bench": lambda: runpy.run_module("posenc.bench", run_name="__main__"),

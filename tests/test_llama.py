@@ -18,7 +18,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 import posenc as pe
-from posenc import llama
+from posenc.data import llama
 
 SENTENCES = [
     "The dog chased another dog",
@@ -90,7 +90,7 @@ def test_stand_in_is_the_same_in_another_process():
     ids = [0, 5679, 128255]
     here = hashlib.sha256(llama.stand_in_embeddings(ids).numpy().tobytes()).hexdigest()
     code = (
-        "import hashlib; from posenc import llama; "
+        "import hashlib; from posenc.data import llama; "
         f"print(hashlib.sha256(llama.stand_in_embeddings({ids}).numpy().tobytes()).hexdigest())"
     )
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

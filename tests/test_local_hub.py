@@ -1,4 +1,4 @@
-"""posenc.llama's Hub path end to end, against a local Hugging Face Hub (tests/local_hub.py).
+"""posenc.data.llama's Hub path end to end, against a local Hugging Face Hub (tests/local_hub.py).
 
 The Hub is a thread on 127.0.0.1 serving a gated ``meta-llama/Llama-3.2-1B`` with the offline
 tokenizer in the Hub's format and an embedding table of the real shape; ``huggingface_hub`` is
@@ -22,7 +22,7 @@ import torch
 from local_hub import NO_ACCESS_TOKEN, TOKEN, WRONG_TOKEN, point_huggingface_hub_at
 from safetensors import safe_open
 
-from posenc import llama
+from posenc.data import llama
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -236,7 +236,7 @@ def test_no_token_or_offline_mode_never_reaches_the_hub(hub_env, monkeypatch):
 
 FALLBACK = r"""
 import time, warnings
-from posenc import llama
+from posenc.data import llama
 llama.offline_tokenizer()  # read once; what is timed is the choice of path
 start = time.perf_counter()
 with warnings.catch_warnings(record=True) as caught:

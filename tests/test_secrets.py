@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 from local_hub import LocalHub
 
-from posenc import llama
+from posenc.data import llama
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +47,7 @@ warnings.simplefilter("always")
 
 import huggingface_hub.constants
 import huggingface_hub.file_download
-from posenc import llama
+from posenc.data import llama
 
 def attempt(name, call):
     try:

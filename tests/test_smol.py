@@ -1,7 +1,7 @@
-"""posenc.smol: SmolLM2-135M from the Hub or offline, its cache, and RoPE inside it.
+"""posenc.data.smol: SmolLM2-135M from the Hub or offline, its cache, and RoPE inside it.
 
 The offline copy is built once by the test command before the tests (``python -m
-posenc.smol``); these tests reuse it and never reach the network.
+posenc.data.smol``); these tests reuse it and never reach the network.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import pytest
 import torch
 
 import posenc as pe
-from posenc import decoder, smol
+from posenc import decoder
+from posenc.data import smol
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,7 @@ _SILENT_HUB = r"""
 import socket, threading, time, warnings
 
 import huggingface_hub.constants  # imported before the clock starts: its import is no wait
-from posenc import smol
+from posenc.data import smol
 
 server = socket.socket()
 server.bind(("127.0.0.1", int(__import__("os").environ["PORT"])))

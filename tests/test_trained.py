@@ -170,7 +170,7 @@ def test_a_check_of_the_long_text_changes_its_verdict_with_the_evidence(monkeypa
 
 
 def test_the_text_is_the_stored_bytes_and_long_enough():
-    from posenc import smol
+    from posenc.data import smol
 
     text = long_text.text()
     assert text.startswith("The standard type hierarchy\n")
@@ -183,7 +183,7 @@ def test_the_text_is_the_stored_bytes_and_long_enough():
 def test_a_long_point_of_the_stored_run_is_recomputed():
     """YaRN (factor 2) over the first 8,192 tokens of the text, scored again from scratch on
     the stored run's copy of the model: every block of 128 tokens as stored."""
-    from posenc import smol
+    from posenc.data import smol
 
     run = long_text.stored()
     model = smol.load(run["model"]["source"])

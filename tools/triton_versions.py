@@ -7,16 +7,12 @@ Each Triton is installed from PyPI into a folder of its own (``--into``, by defa
 ``~/.cache/posenc/triton``; about 0.5 to 0.9 GB each), put first on the path, and given the
 tests that need no GPU:
 
-- ``tests/test_triton_launch.py``: every build compiled behind a stand-in driver for an H100
+- ``tests/test_triton_builds.py``: every build compiled behind a stand-in driver for an H100
   (sm_90, down to a cubin by that Triton's own ptxas) and for an AMD MI300 (from Triton 3.5,
   or with ROCm's linker installed), one launch per call, the float64 constants of the
-  kernel's cosines and sines found bit for bit in the Triton IR; and, for the versions whose
-  launch posenc repeats (:data:`posenc.fast.triton._LAUNCHER_VERSIONS`), posenc's direct
-  launch against Triton's own;
-- ``tests/test_host_time.py``, for those versions too: Triton's own launcher, built against
-  a stand-in libcuda (``tools/host_time.py``), hands the driver one launch per call;
+  kernel's cosines and sines found bit for bit in the Triton IR;
 - with ``--kernel``, also the kernel's arithmetic under that Triton's interpreter
-  (``tests/test_triton_kernel.py`` and ``tests/test_remembered_calls.py``; a few minutes each),
+  (``tests/test_triton_kernel.py``; a few minutes),
   from Triton 3.2 on: with torch 2.13 and NumPy 2.4, the interpreters of 3.0 and 3.1 leave
   a kernel's output as it was (even a kernel of one ``tl.store``), so the tests would only
   find that.
@@ -38,8 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST = (3, 0)  # the floor pyproject.toml declares
-LAUNCH_TESTS = ("tests/test_triton_launch.py", "tests/test_host_time.py")
-KERNEL_TESTS = ("tests/test_triton_kernel.py", "tests/test_remembered_calls.py")
+LAUNCH_TESTS = ("tests/test_triton_builds.py",)
+KERNEL_TESTS = ("tests/test_triton_kernel.py",)
 INTERPRETED_FROM = (3, 2)  # the first release whose interpreter writes its output here
 
 

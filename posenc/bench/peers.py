@@ -50,8 +50,8 @@ from collections.abc import Callable
 import torch
 
 from posenc import rope
-from posenc.fast import host, tables
-from posenc.fast import kernels as fast
+from posenc.fast import dispatch as fast
+from posenc.fast import tables
 
 __all__ = [
     "CASES",
@@ -319,7 +319,7 @@ def _case_rows(case, dtype_name, device, memory, rounds, min_seconds, backward, 
     k0 = _make(case, HEADS[1], dtype, device, memory, gen)
     positions = torch.arange(case.length, device=device)[None].expand(case.batch, -1) + case.offset
     positions = positions[:, None]  # [B, 1, T]: per batch entry, as apply_rope broadcasts
-    torch._dynamo.reset()  # a fresh compile per case: no recompile limit across shapes
+    torch.compiler.reset()  # a fresh compile per case: no recompile limit across shapes
     peers = _peers(case, dtype, device, positions)
     want = {lay: _reference(q0, k0, case, lay) for lay in ("half", "interleaved")}
     q_buf, k_buf = torch.empty_like(q0), torch.empty_like(k0)
@@ -412,10 +412,7 @@ def run(
         implementation, us, host_us, host_ahead, copy_ratio, clone_ratio, max_error, note``
         (``host_ahead``: on a GPU, whether the host stayed ahead of it in every round, so
         that ``us`` is the GPU's time alone; None on a CPU; a row with only a ``note`` says
-        why that peer did not run). On a GPU the machine's ``posenc_host`` says how
-        :mod:`posenc.fast.host` was obtained: it is built (or loaded) before anything is
-        timed, as a model's first steps build it, so that posenc's calls are timed as they
-        run from then on.
+        why that peer did not run).
 
     Raises:
         ValueError: for an unknown dtype or case name, or a device torch cannot use.
@@ -442,8 +439,6 @@ def run(
     for package in ("triton", "transformers", "liger_kernel", "flash_attn"):
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             machine[package] = importlib.metadata.version(package.replace("_", "-"))
-    if device.type == "cuda":  # posenc.fast.host built (or loaded) before anything is timed
-        machine["posenc_host"] = host.status()
     rows = []
     for case in cases:
         for memory in ("model view", "contiguous"):

@@ -497,7 +497,7 @@ def _check_matrix_vs_elementwise() -> Finding:
 
 
 def _check_dog_cat() -> Finding:
-    from posenc import llama
+    from posenc.data import llama
 
     tok = llama.load()
     found = []
@@ -718,8 +718,8 @@ def _check_ntk_factor() -> Finding:
 
 def _smol_text(n: int):
     """SmolLM2-135M (from the Hub or offline) and the first ``n`` tokens of the Zen of Python."""
-    from posenc import smol
     from posenc.book import trained
+    from posenc.data import smol
 
     model = smol.load()
     return model.model, model.encode(trained.zen_text())[:n]

@@ -134,18 +134,18 @@ def token_ids(smol, count: int = TOKENS) -> torch.Tensor:
     """The text's first ``count + 1`` token ids ``[count + 1]``: ``count`` predictions.
 
     Args:
-        smol: a :class:`posenc.smol.Smol` (its tokenizer).
+        smol: a :class:`posenc.data.smol.Smol` (its tokenizer).
         count: how many tokens to predict, at least 1.
 
     Returns:
         int64 ``[count + 1]``, on the model's device.
 
     Raises:
-        TypeError: if ``smol`` is not a :class:`posenc.smol.Smol` or ``count`` not an int.
+        TypeError: if ``smol`` is not a :class:`posenc.data.smol.Smol` or ``count`` not an int.
         ValueError: if ``count`` is below 1 or the text has fewer tokens.
 
     Example:
-        >>> from posenc import smol
+        >>> from posenc.data import smol
         >>> token_ids(smol.load(), 4).shape
         torch.Size([5])
     """
@@ -303,7 +303,7 @@ def run(
     """Score the text under each run and return everything the chapter reads.
 
     Args:
-        smol: a :class:`posenc.smol.Smol`.
+        smol: a :class:`posenc.data.smol.Smol`.
         tokens: predictions per run (a multiple of :data:`BLOCK`; the factor of the recipes
             is ``max(1, tokens / trained length)``).
         runs: a selection of :data:`RUNS`.
@@ -320,7 +320,7 @@ def run(
         TypeError, ValueError: for a bad ``smol``, ``tokens`` or run name.
 
     Example:
-        >>> from posenc import smol
+        >>> from posenc.data import smol
         >>> result = run(smol.load(), tokens=128, runs=["none"])
         >>> len(result["runs"]["none"]["losses"]), result["factor"]
         (1, 1.0)
@@ -716,7 +716,7 @@ def live_point(smol, result: dict, tokens: int = 1024) -> dict[str, float]:
     not tell a stale run from another model.
 
     Args:
-        smol: a :class:`posenc.smol.Smol` of the stored run's source.
+        smol: a :class:`posenc.data.smol.Smol` of the stored run's source.
         result: what :func:`run` returned (or :func:`stored`).
         tokens: how many tokens to predict (a multiple of the stored block).
 
@@ -730,7 +730,7 @@ def live_point(smol, result: dict, tokens: int = 1024) -> dict[str, float]:
             that the stored run does not cover in whole blocks.
 
     Example:
-        >>> from posenc import smol
+        >>> from posenc.data import smol
         >>> point = live_point(smol.load("offline"), stored(), 128)
         >>> point["difference"] < 1e-3
         True
@@ -743,7 +743,7 @@ def live_point(smol, result: dict, tokens: int = 1024) -> dict[str, float]:
     if smol.source != result["model"]["source"]:
         raise ValueError(
             f"smol must be the stored run's copy of the model ({result['model']['source']!r}), "
-            f"got {smol.source!r}: load it with posenc.smol.load({result['model']['source']!r})"
+            f"got {smol.source!r}: load it with posenc.data.smol.load({result['model']['source']!r})"
         )
     want = perplexity(result, "none", 0, tokens)
     ids = token_ids(smol, result["tokens"])
@@ -755,7 +755,7 @@ def live_point(smol, result: dict, tokens: int = 1024) -> dict[str, float]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m posenc.book.long_text``: make every run and store the result as JSON."""
-    from posenc import smol as smol_module
+    from posenc.data import smol as smol_module
 
     parser = argparse.ArgumentParser(
         prog="python -m posenc.book.long_text",

@@ -99,11 +99,11 @@ def _model_ids(model: object, ids: object, min_length: int = 2) -> torch.Tensor:
 
 
 def _check_smol(smol: object):
-    from posenc.smol import Smol
+    from posenc.data.smol import Smol
 
     if not isinstance(smol, Smol):
         raise TypeError(
-            f"smol must be a posenc.smol.Smol (from posenc.smol.load()), got {type(smol).__name__}"
+            f"smol must be a posenc.data.smol.Smol (from posenc.data.smol.load()), got {type(smol).__name__}"
         )
     return smol
 
@@ -231,7 +231,7 @@ def dog_similarity(smol, sentence: str = "The dog chased another dog", word: str
     """Cosine similarity of the last layer's states of two equal tokens, with and without RoPE.
 
     Args:
-        smol: a :class:`posenc.smol.Smol`.
+        smol: a :class:`posenc.data.smol.Smol`.
         sentence: a text holding ``word`` twice.
         word: the token to compare (one token).
 
@@ -239,11 +239,11 @@ def dog_similarity(smol, sentence: str = "The dog chased another dog", word: str
         ``{"true positions": cos, "all zero": cos}`` for the first two occurrences.
 
     Raises:
-        TypeError: if ``smol`` is not a :class:`posenc.smol.Smol` or a text is not a str.
+        TypeError: if ``smol`` is not a :class:`posenc.data.smol.Smol` or a text is not a str.
         ValueError: if ``word`` is not a token that occurs twice in ``sentence``.
 
     Example:
-        >>> from posenc import smol
+        >>> from posenc.data import smol
         >>> cos = dog_similarity(smol.load())
         >>> cos["true positions"] < cos["all zero"]
         True
@@ -445,12 +445,12 @@ def gguf_row_order(
         ValueError: if the file has no such layer or its tensor's shape differs.
 
     Example:
-        >>> from posenc.smol import gguf_path, read_gguf_tensor
+        >>> from posenc.data.smol import gguf_path, read_gguf_tensor
         >>> rows = read_gguf_tensor(gguf_path(), "blk.0.attn_k.weight")  # interleaved
         >>> gguf_row_order(gguf_path(), permute_qk_rows(rows, 3), 3)["interleaved order"]
         1.0
     """
-    from posenc.smol import read_gguf_tensor
+    from posenc.data.smol import read_gguf_tensor
 
     if not isinstance(gguf_file, (str, os.PathLike)):
         raise TypeError(f"gguf_file must be a path, got {gguf_file!r} ({type(gguf_file).__name__})")
@@ -858,11 +858,11 @@ def generation_check(smol, prompt: str, steps: int = 20) -> dict[str, object]:
         ``apply_rope_``, and of transformers' own greedy ``generate``.
 
     Raises:
-        TypeError, ValueError: if ``smol`` is not a :class:`posenc.smol.Smol`, ``prompt``
+        TypeError, ValueError: if ``smol`` is not a :class:`posenc.data.smol.Smol`, ``prompt``
             is not a non-empty str or ``steps`` not a positive int.
 
     Example:
-        >>> from posenc import smol
+        >>> from posenc.data import smol
         >>> out = generation_check(smol.load(), "The capital of France is", steps=3)
         >>> out["ours"] == out["generate"]
         True

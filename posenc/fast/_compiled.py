@@ -1,10 +1,10 @@
 """Native code posenc compiles on first use and keeps in :func:`posenc.device.cache_dir`.
 
-:mod:`posenc.fast.cpu_kernel` (a C loop) and :mod:`posenc.fast.host` (C++ against torch)
-both build a shared library from a source string with the machine's compiler, trying a list
-of flag sets in order, under a name that hashes everything the build depends on, so that a
-cache shared between machines or torch versions never loads another's build. What they
-share here keeps that cache from ever costing more than a fallback:
+:mod:`posenc.fast.cpu_kernel` (a C loop) builds a shared library from a source string with
+the machine's compiler, trying a list of flag sets in order, under a name that hashes
+everything the build depends on, so that a cache shared between machines or torch versions
+never loads another's build. What is here keeps that cache from ever costing more than a
+fallback:
 
 - **verified before it is loaded**: a build is recorded, once complete, with its size and
   sha256 (``<library>.sha256``); a library that does not match its record (cut short,

@@ -2,28 +2,28 @@
 
 PyTorch has no single CPU operation that rotates the pairs of the half layout: written with
 tensor operations it takes three or four passes over ``x`` (see
-:func:`posenc.fast.kernels.rope_blocked`). A loop that reads each pair once, rotates it and
-writes it back touches every byte once; this module holds that loop, a few dozen lines of
-C for float32 and float64 and both layouts, and runs it on ``torch.get_num_threads()``
-threads with OpenMP (ctypes releases the GIL during the call). Built with OpenMP, the
-library shares the OpenMP runtime torch ships when there is one, so both use one pool of
-threads; a compiler without OpenMP gives a one-thread loop.
+:func:`posenc.fast.forms.rope_blocked`), and a bfloat16 ``x`` or a model's transposed view
+cost a copy more. A loop that reads each pair once, rotates it and writes it back touches
+every byte once; this module holds that loop, a few dozen lines of C for float32, float64
+and bfloat16, both layouts, and ``[B, H, T, D]`` tensors of any strides but a contiguous
+``D`` (the ``[B, T, H, D]`` projection a model views as ``[B, H, T, D]`` included), and runs
+it on ``torch.get_num_threads()`` threads with OpenMP (ctypes releases the GIL during the
+call). Built with OpenMP, the library shares the OpenMP runtime torch ships when there is
+one, so both use one pool of threads; a compiler without OpenMP gives a one-thread loop.
 
 The arithmetic is the elementwise form's: each product rounded, then the sum
-(``-ffp-contract=off`` forbids fused multiply-adds), so results are bit-identical to
-:func:`posenc.fast.kernels.rope_elementwise`.
+(``-ffp-contract=off`` forbids fused multiply-adds), in float32 (float64 for float64), then
+one rounding to x's dtype, to nearest even as torch rounds: results are bit-identical to
+:func:`posenc.fast.forms.rope_elementwise`, which :func:`available` checks before it first
+says yes.
 
 The library is built with the system's C compiler (``$CC``, else ``cc``, ``gcc`` or
 ``clang``), with ``-fopenmp`` and ``-march=native`` where the compiler takes them, into
 :func:`posenc.device.cache_dir`, under a name that hashes the source, the compiler, the
 flags and the CPU, so a cache shared between machines never loads code built for another
-processor. The cache is kept as :mod:`posenc.fast._compiled` describes: a build is checked
-against its recorded size and sha256 before it is loaded and built again when damaged,
-processes that start together build it once, and a compiler that does not answer within
-seconds is given up on and remembered as failed for an hour. Without a compiler (``$CC``
-naming a program that is not on the PATH counts as none: no other is taken in its place),
-or if the build fails, :func:`available` is False, :func:`status` says why, and ``posenc``
-uses its tensor-operation paths instead.
+processor (:mod:`posenc.fast._compiled` keeps that cache). Without a compiler, or if the
+build fails, :func:`available` is False, :func:`status` says why, and ``posenc`` uses its
+tensor-operation paths instead.
 """
 
 from __future__ import annotations
@@ -36,96 +36,105 @@ from pathlib import Path
 
 import torch
 
-from posenc._validate import check_option, check_tensor, written
+from posenc._validate import check_no_overlap, check_option, check_tensor
 from posenc.fast import _compiled
+from posenc.fast._checks import written
 
 __all__ = ["SOURCE", "available", "rotate", "status"]
 
 SOURCE = r"""
 #include <stdint.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
-/* One job: rows l in [l0, l1) of x [L, T, D], positions t in [t0, t1). */
+/* bfloat16 in and out: the upper half of a float32, rounded to nearest even as torch rounds
+   it (a NaN becomes torch's quiet NaN) */
+static inline float bf_in(uint16_t v) {
+    uint32_t u = (uint32_t)v << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static inline uint16_t bf_out(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return f != f ? 0x7FC0 : (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+}
+#define AS_IS(v) (v)
+
+/* A part of the work: x and y [B, H, T, D] by their strides (in elements) of B, H and T,
+   D contiguous; the tables [T, D/2]; heads g0 <= b * H + h < g1, positions t0 <= t < t1 in
+   tiles of tb. */
 typedef struct {
-    const void *src;
-    void *dst;
-    const void *cos_t, *sin_t;
-    int64_t l0, l1, t0, t1, T, D, tb;
+    const void *x;
+    void *y;
+    const void *c, *s;
+    int64_t H, D, xs[3], ys[3], g0, g1, t0, t1, tb;
 } job_t;
 
-/* Vectors of 32 bytes where the compiler has them (split into smaller ones elsewhere). */
-typedef float vf __attribute__((vector_size(32)));
-typedef double vd __attribute__((vector_size(32)));
-
-/* Positions go in tiles of tb, every leading row of a tile in turn, so the tile's rows of
-   the cos and sin tables stay in the L1 cache while the rows of x stream past. Each pair
-   (a, b) becomes (a c - b s, a s + b c); in the half layout W pairs at a time. */
-#define KERNEL(NAME, F, V, A, B, VECTOR)                                                \
-    static void NAME(const job_t *j) {                                                  \
-        const int64_t T = j->T, D = j->D, h = D / 2, W = sizeof(V) / sizeof(F);         \
-        const F *src = j->src, *cos_t = j->cos_t, *sin_t = j->sin_t;                    \
-        F *dst = j->dst;                                                                \
-        for (int64_t s0 = j->t0; s0 < j->t1; s0 += j->tb) {                             \
-            int64_t s1 = s0 + j->tb < j->t1 ? s0 + j->tb : j->t1;                       \
-            for (int64_t l = j->l0; l < j->l1; l++) {                                   \
-                for (int64_t t = s0; t < s1; t++) {                                     \
-                    const F *x = src + (l * T + t) * D, *c = cos_t + t * h;             \
-                    const F *s = sin_t + t * h;                                         \
-                    F *y = dst + (l * T + t) * D;                                       \
-                    int64_t i = 0;                                                      \
-                    if (VECTOR) {                                                       \
-                        for (; i + W <= h; i += W) {                                    \
-                            V a, b, cv, sv;                                             \
-                            memcpy(&a, x + i, sizeof a);                                \
-                            memcpy(&b, x + i + h, sizeof b);                            \
-                            memcpy(&cv, c + i, sizeof cv);                              \
-                            memcpy(&sv, s + i, sizeof sv);                              \
-                            V u = a * cv - b * sv, w = a * sv + b * cv;                 \
-                            memcpy(y + i, &u, sizeof u);                                \
-                            memcpy(y + i + h, &w, sizeof w);                            \
-                        }                                                               \
-                    }                                                                   \
-                    for (; i < h; i++) {                                                \
-                        F a = x[A], b = x[B];                                           \
-                        y[A] = a * c[i] - b * s[i];                                     \
-                        y[B] = a * s[i] + b * c[i];                                     \
-                    }                                                                   \
-                }                                                                       \
-            }                                                                           \
-        }                                                                               \
+/* Positions go in tiles, every head of the part in turn, so the tile's rows of the tables
+   stay in the L1 cache while the rows of x stream past. Each pair (a, e) becomes
+   (a c - e s, a s + e c): each product rounded, then the sum (no fused multiply-add), in the
+   angle dtype W, then rounded once to x's dtype F. Out of place (R restrict) x and y are
+   told apart; in place one pointer serves both, so that the loop still vectorizes. */
+#define LOOP(NAME, F, W, IN, OUT, A, B, R, INPLACE)                                      \
+    static void NAME(const job_t *j) {                                                   \
+        const int64_t h = j->D / 2;                                                      \
+        for (int64_t s0 = j->t0; s0 < j->t1; s0 += j->tb) {                              \
+            int64_t s1 = s0 + j->tb < j->t1 ? s0 + j->tb : j->t1;                        \
+            for (int64_t g = j->g0; g < j->g1; g++) {                                    \
+                int64_t b = g / j->H, hd = g % j->H;                                     \
+                for (int64_t t = s0; t < s1; t++) {                                      \
+                    F *R y = (F *)j->y + b * j->ys[0] + hd * j->ys[1] + t * j->ys[2];    \
+                    const F *R x = INPLACE ? y                                           \
+                        : (const F *)j->x + b * j->xs[0] + hd * j->xs[1] + t * j->xs[2]; \
+                    const W *restrict c = (const W *)j->c + t * h;                       \
+                    const W *restrict s = (const W *)j->s + t * h;                       \
+                    for (int64_t i = 0; i < h; i++) {                                    \
+                        W a = IN(x[A]), e = IN(x[B]);                                    \
+                        y[A] = OUT(a * c[i] - e * s[i]);                                 \
+                        y[B] = OUT(a * s[i] + e * c[i]);                                 \
+                    }                                                                    \
+                }                                                                        \
+            }                                                                            \
+        }                                                                                \
     }
+#define DTYPES(L, A, B)                                                                  \
+    LOOP(L##_f32, float, float, AS_IS, AS_IS, A, B, restrict, 0)                         \
+    LOOP(L##_f64, double, double, AS_IS, AS_IS, A, B, restrict, 0)                       \
+    LOOP(L##_bf16, uint16_t, float, bf_in, bf_out, A, B, restrict, 0)                    \
+    LOOP(L##_f32_, float, float, AS_IS, AS_IS, A, B, , 1)                                \
+    LOOP(L##_f64_, double, double, AS_IS, AS_IS, A, B, , 1)                              \
+    LOOP(L##_bf16_, uint16_t, float, bf_in, bf_out, A, B, , 1)
+DTYPES(half, i, i + h)
+DTYPES(inter, 2 * i, 2 * i + 1)
 
-KERNEL(half_f32, float, vf, i, i + h, 1)
-KERNEL(half_f64, double, vd, i, i + h, 1)
-KERNEL(interleaved_f32, float, vf, 2 * i, 2 * i + 1, 0)
-KERNEL(interleaved_f64, double, vd, 2 * i, 2 * i + 1, 0)
+static void (*const LOOPS[12])(const job_t *) = {
+    half_f32, half_f64, half_bf16, half_f32_, half_f64_, half_bf16_,
+    inter_f32, inter_f64, inter_bf16, inter_f32_, inter_f64_, inter_bf16_};
 
-static void (*const KERNELS[4])(const job_t *) = {half_f32, half_f64, interleaved_f32,
-                                                  interleaved_f64};
-
-/* x [L, T, D] (dst may be src); kind 0-3 as KERNELS. The work is split into `workers`
-   parts, by leading rows when there are enough, else by positions; with OpenMP the parts
-   run on its threads (the same runtime as torch's when torch ships one). */
-int rope(int kind, const void *src, void *dst, const void *cos_t, const void *sin_t,
-         int64_t L, int64_t T, int64_t D, int64_t tb, int64_t workers) {
-    if (kind < 0 || kind > 3 || L < 1 || T < 1 || D < 2 || tb < 1) return -1;
-    if (workers < 1) workers = 1;
+/* RoPE of x into y (y may be x) with the tables c and s. kind: 3 * layout (0 half, 1
+   interleaved) + dtype (0 float32, 1 float64, 2 bfloat16). n: B, H, T, D, the strides of B,
+   H, T of x then of y, positions per tile, parts. The parts split the heads when there are
+   enough, else the positions; with OpenMP they run on its threads (torch's runtime where
+   torch ships one). */
+int rope(int kind, const void *x, void *y, const void *c, const void *s, const int64_t *n) {
+    int64_t B = n[0], H = n[1], T = n[2], D = n[3], tb = n[10], parts = n[11];
+    if (kind < 0 || kind > 5 || B < 1 || H < 1 || T < 1 || D < 2 || D % 2 || tb < 1) return -1;
+    kind = 6 * (kind / 3) + kind % 3 + (x == y ? 3 : 0);
+    if (parts < 1) parts = 1;
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(workers) schedule(static, 1)
+#pragma omp parallel for num_threads(parts) schedule(static, 1)
 #endif
-    for (int64_t w = 0; w < workers; w++) {
-        job_t job = {src, dst, cos_t, sin_t, 0, L, 0, T, T, D, tb};
-        if (L >= workers) {
-            job.l0 = L * w / workers;
-            job.l1 = L * (w + 1) / workers;
+    for (int64_t w = 0; w < parts; w++) {
+        job_t j = {x, y, c, s, H, D, {n[4], n[5], n[6]}, {n[7], n[8], n[9]}, 0, B * H, 0, T, tb};
+        if (B * H >= parts) {
+            j.g0 = B * H * w / parts;
+            j.g1 = B * H * (w + 1) / parts;
         } else {
-            job.t0 = T * w / workers;
-            job.t1 = T * (w + 1) / workers;
+            j.t0 = T * w / parts;
+            j.t1 = T * (w + 1) / parts;
         }
-        KERNELS[kind](&job);
+        LOOPS[kind](&j);
     }
     return 0;
 }
@@ -139,37 +148,25 @@ int rope_threaded(void) {
 #endif
 }
 """
-"""The C source of the kernel: a loop per layout and dtype, and ``rope``, which splits the
-work into parts and runs them on OpenMP's threads when built with it."""
+"""The C source of the kernel: a loop per layout, dtype and kind of call (in place or not),
+and ``rope``, which splits the work into parts and runs them on OpenMP's threads when built
+with it."""
 
 _FLAGS = ("-O3", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared")
 # gcc 12 fuses the interleaved multiply-subtract-add pattern (vfmaddsub) in its SLP
 # vectorizer even with -ffp-contract=off; without SLP the loop vectorizer still vectorizes
 _STRICT = ("-fno-tree-slp-vectorize",)
 # tried in this order: the fastest build the compiler accepts
-_VARIANTS = (
-    ("-fopenmp", "-march=native"),
-    ("-fopenmp",),
-    ("-march=native",),
-    (),
-)
-_KINDS = {
-    ("half", torch.float32): 0,
-    ("half", torch.float64): 1,
-    ("interleaved", torch.float32): 2,
-    ("interleaved", torch.float64): 3,
-}
-_DTYPES = (torch.float32, torch.float64)
+_VARIANTS = (("-fopenmp", "-march=native"), ("-fopenmp",), ("-march=native",), ())
+_DTYPES = {torch.float32: 0, torch.float64: 1, torch.bfloat16: 2}
+"""The dtypes the loop takes, by their number in ``rope``'s ``kind``."""
 _MIN_ROWS_PER_THREAD = 512
 _TABLE_TILE_BYTES = 16 * 1024  # cos and sin rows of one tile of positions: a third of an L1 cache
 _BUILD_S = 60  # seconds a build may take (it takes about one)
+_SIZES = ctypes.c_int64 * 12
 
 _lock = threading.Lock()
 _state: dict = {}
-
-
-def _compiler() -> str | None:
-    return _compiled.compiler("CC", ("cc", "gcc", "clang"))
 
 
 def _cpu_identity() -> str:
@@ -178,11 +175,9 @@ def _cpu_identity() -> str:
     parts = [platform.machine(), platform.processor()]
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith(("model name", "flags", "Features")):
-                    parts.append(line.strip())
-                if len(parts) >= 4:
-                    break
+            parts += [ln.strip() for ln in f if ln.startswith(("model name", "flags", "Features"))][
+                :2
+            ]
     except OSError:
         pass
     return "\n".join(parts)
@@ -192,18 +187,11 @@ def _open(path: Path):
     """The library at ``path`` with its functions' signatures set (AttributeError when a
     function is missing: a library that is not this kernel's)."""
     lib = ctypes.CDLL(str(path))
-    i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    lib.rope.argtypes = [ctypes.c_int] + [ptr] * 4 + [i64] * 5
+    lib.rope.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 5
     lib.rope.restype = ctypes.c_int
     lib.rope_threaded.argtypes = []
     lib.rope_threaded.restype = ctypes.c_int
     return lib
-
-
-def _library(compiler: str):
-    variants = [(*_FLAGS, *_STRICT, *extra) for extra in _VARIANTS]
-    return _compiled.load(_open, "rope_kernel", SOURCE, compiler, variants, _cpu_identity(),
-                          ".so", ".c", "the kernel", limit=_BUILD_S)  # fmt: skip
 
 
 def _load():
@@ -213,19 +201,20 @@ def _load():
             return _state["lib"]
         lib, why = None, None
         try:
-            compiler = _compiler()
+            compiler = _compiled.compiler("CC", ("cc", "gcc", "clang"))
             if compiler is None:
                 why = "no C compiler found ($CC, cc, gcc or clang)"
             else:
-                lib = _library(compiler)
+                variants = [(*_FLAGS, *_STRICT, *extra) for extra in _VARIANTS]
+                lib = _compiled.load(_open, "rope_kernel", SOURCE, compiler, variants,
+                                     _cpu_identity(), ".so", ".c", "the kernel", limit=_BUILD_S)  # fmt: skip
                 mismatch = _self_check(lib)
                 compiler = os.path.basename(compiler)  # its name, not this machine's path
                 if mismatch:
                     lib, why = None, f"built with {compiler} but not bit-identical: {mismatch}"
-                elif lib.rope_threaded():
-                    why = f"built with {compiler}, OpenMP threads"
                 else:
-                    why = f"built with {compiler}, one thread (no OpenMP)"
+                    threads = "OpenMP threads" if lib.rope_threaded() else "one thread (no OpenMP)"
+                    why = f"built with {compiler}, {threads}"
         except (OSError, RuntimeError) as exc:
             lib, why = None, f"{type(exc).__name__}: {exc}"
         _state.update(lib=lib, why=why)
@@ -234,23 +223,24 @@ def _load():
 
 def _self_check(lib) -> str | None:
     """Run the loaded kernel against the tensor arithmetic on a few shapes (lengths of rows
-    that leave remainders to every vector width); None if all are bit-identical, else what
-    differed. A compiler that fuses a multiply and an add despite the flags is caught here."""
+    that leave remainders to every vector width, a model's transposed view); None if all are
+    bit-identical, else what differed. A compiler that fuses a multiply and an add despite
+    the flags is caught here."""
     from posenc.rope import _angles, _rotate, rope_inv_freq
 
     gen = torch.Generator().manual_seed(0)
     for dtype in _DTYPES:
+        work = torch.float64 if dtype == torch.float64 else torch.float32
         for pairs in (1, 7, 37, 64):
-            x = torch.randn(3, 5, 2 * pairs, generator=gen, dtype=dtype)
+            x = torch.randn(2, 5, 3, 2 * pairs, generator=gen).to(dtype).transpose(1, 2)
             p = torch.tensor([0, 1, -9, 4096, 131071])
-            angles = _angles(p, rope_inv_freq(2 * pairs, 10000.0), dtype)
+            angles = _angles(p, rope_inv_freq(2 * pairs, 10000.0), work)
             cos, sin = angles.cos().contiguous(), angles.sin().contiguous()
             for layout in ("interleaved", "half"):
-                want = _rotate(x, cos, sin, layout)
-                out = torch.empty_like(x)
-                _call(lib, x, out, cos, sin, layout, workers=1)
-                y = x.clone()
-                _call(lib, y, y, cos, sin, layout, workers=1)
+                want = _rotate(x.to(work), cos, sin, layout).to(dtype)
+                out, y = torch.empty_like(x), x.contiguous()
+                _run(lib, x, out, cos, sin, layout, workers=1)
+                _run(lib, y, y, cos, sin, layout, workers=1)
                 if not (torch.equal(out, want) and torch.equal(y, want)):
                     return f"{layout} layout, {dtype}, D={2 * pairs}"
     return None
@@ -283,33 +273,10 @@ def status() -> str:
     return _state["why"]
 
 
-def _applicable(src: torch.Tensor, dst: torch.Tensor, cos: torch.Tensor) -> bool:
-    """Whether :func:`rotate` takes these tensors: CPU float32 or float64, ``src`` and
-    ``dst`` contiguous ``[..., T, D]`` of one shape and dtype (``dst`` may be ``src``), one
-    table row per position (``cos`` contiguous ``[T, D/2]`` in that dtype)."""
-    return (
-        src.device.type == "cpu"
-        and src.dtype in _DTYPES
-        and dst.dtype == src.dtype
-        and cos.dtype == src.dtype
-        and dst.shape == src.shape
-        and src.dim() >= 2
-        and src.shape[-1] % 2 == 0
-        and cos.dim() == 2
-        and cos.shape == (src.shape[-2], src.shape[-1] // 2)
-        and src.is_contiguous()
-        and dst.is_contiguous()
-        and cos.is_contiguous()
-        and src.numel() > 0
-        and dst.device == src.device
-        and cos.device == src.device
-        and not (src.is_neg() or dst.is_neg())  # a lazy negation: its memory holds -x
-    )
-
-
 def _span(t: torch.Tensor) -> tuple[int, int]:
-    """The bytes a contiguous tensor occupies: ``[start, end)``."""
-    return t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()
+    """The bytes from ``t``'s first element to past its last: ``[start, end)``."""
+    last = sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
+    return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
 
 
 def _check_arguments(src, dst, cos, sin) -> None:
@@ -322,34 +289,45 @@ def _check_arguments(src, dst, cos, sin) -> None:
             raise ValueError(
                 f"{name} must be on device cpu for the C loop, got {name} on device {t.device}"
             )
-        if t.dtype != src.dtype:
-            raise ValueError(f"{name} must have src's dtype {src.dtype}, got {t.dtype}")
         if t.is_neg():
             raise ValueError(
                 f"{name} must not be a lazy negation (its memory holds the negated values, "
                 f"e.g. z.conj().imag): pass {name}.resolve_neg()"
             )
     if src.dtype not in _DTYPES:
-        raise ValueError(f"src must be float32 or float64 for the C loop, got {src.dtype}")
+        raise ValueError(
+            f"src must be float32, float64 or bfloat16 for the C loop, got {src.dtype}"
+        )
+    work = torch.float64 if src.dtype == torch.float64 else torch.float32
+    for name, t, want in (("dst", dst, src.dtype), ("cos", cos, work), ("sin", sin, work)):
+        if t.dtype != want:
+            raise ValueError(f"{name} must be {want} for src in {src.dtype}, got {t.dtype}")
     dim = src.shape[-1]
-    if dim % 2 or src.numel() == 0:
-        raise ValueError(f"src must be non-empty with an even last size D, got {tuple(src.shape)}")
+    if dim % 2 or src.numel() == 0 or src.dim() > 4:
+        raise ValueError(
+            f"src must be non-empty [..., T, D] with at most 4 dims and an even D, got "
+            f"{tuple(src.shape)}"
+        )
     if dst.shape != src.shape:
         raise ValueError(f"dst must have src's shape {tuple(src.shape)}, got {tuple(dst.shape)}")
     table = (src.shape[-2], dim // 2)
     for name in ("cos", "sin"):
-        if tuple(tensors[name].shape) != table:
+        if tuple(tensors[name].shape) != table or not tensors[name].is_contiguous():
             raise ValueError(
-                f"{name} must have shape [T, D/2] = {list(table)}, got {tuple(tensors[name].shape)}"
+                f"{name} must be contiguous [T, D/2] = {list(table)}, got shape "
+                f"{tuple(tensors[name].shape)} and strides {tensors[name].stride()}"
             )
-    for name, t in tensors.items():
-        if not t.is_contiguous():
-            raise ValueError(f"{name} must be contiguous, got strides {t.stride()}")
+    for name in ("src", "dst"):
+        if tensors[name].stride(-1) != 1:
+            raise ValueError(f"{name} must have a contiguous last dim, got strides "
+                             f"{tensors[name].stride()}")  # fmt: skip
+    check_no_overlap("dst", dst)
     d0, d1 = _span(dst)
     for name in ("src", "cos", "sin"):
-        t0, t1 = _span(tensors[name])
-        if name == "src" and (t0, t1) == (d0, d1):
+        t = tensors[name]
+        if name == "src" and t.data_ptr() == dst.data_ptr() and t.stride() == dst.stride():
             continue  # in place: dst is src
+        t0, t1 = _span(t)
         if t0 < d1 and d0 < t1:
             raise ValueError(f"dst must not overlap {name} (unless dst is src), and it does")
 
@@ -359,22 +337,21 @@ def rotate(
 ) -> None:
     """Write RoPE of ``src`` into ``dst`` (in place when ``dst`` is ``src``) with the kernel.
 
-    The kernel takes CPU tensors of float32 or float64, all contiguous and of one dtype:
-    ``src`` and ``dst`` ``[..., T, D]`` of one shape, and one table row per position.
-
     Args:
-        src: vectors ``[..., T, D]``, D even.
-        dst: the result, same shape and dtype; may be ``src``.
-        cos: ``cos(p theta_i)`` ``[T, D/2]``, contiguous, src's dtype.
+        src: vectors ``[..., T, D]`` (at most 4 dims, D even), float32, float64 or bfloat16
+            on the CPU, any strides but a contiguous last dim.
+        dst: the result, same shape and dtype (any such strides); may be ``src``.
+        cos: ``cos(p theta_i)`` ``[T, D/2]``, contiguous, in the angle dtype (float64 for
+            float64 src, else float32).
         sin: ``sin(p theta_i)``, like ``cos``.
         layout: ``"interleaved"`` or ``"half"``.
 
     Raises:
         TypeError: if an argument is not a floating tensor.
         ValueError: for an unknown layout, or tensors the kernel cannot take: one not on the
-            CPU, of another dtype or shape, not contiguous, or a ``dst`` that overlaps the
-            tables (or ``src``, unless it is ``src``). All four are checked before the loop
-            sees a pointer.
+            CPU, of another dtype or shape, a last dim that is not contiguous, a ``dst`` that
+            holds an element twice or overlaps the tables (or ``src``, unless it is
+            ``src``). All four are checked before the loop sees a pointer.
         RuntimeError: if the kernel is not available (:func:`status` says why).
 
     Example:
@@ -388,26 +365,25 @@ def rotate(
     lib = _load()
     if lib is None:
         raise RuntimeError(f"the C kernel is not available: {status()}")
-    _call(lib, src, dst, cos, sin, layout, torch.get_num_threads())
-    written(dst)
+    _run(lib, src, dst, cos, sin, layout, torch.get_num_threads())
+    if dst.data_ptr() == src.data_ptr():
+        written(dst)
 
 
-def _call(lib, src, dst, cos, sin, layout: str, workers: int) -> None:
-    length, dim = src.shape[-2], src.shape[-1]
-    lead = src.numel() // (length * dim)
-    tile = max(1, _TABLE_TILE_BYTES // (cos.element_size() * dim))  # cos and sin rows of a tile
-    workers = max(1, min(workers, lead * length // _MIN_ROWS_PER_THREAD))
-    status = lib.rope(
-        _KINDS[layout, src.dtype],
-        src.data_ptr(),
-        dst.data_ptr(),
-        cos.data_ptr(),
-        sin.data_ptr(),
-        lead,
-        length,
-        dim,
-        tile,
-        workers,
-    )
-    if status != 0:  # the arguments were checked above: this is a bug, not bad input
-        raise RuntimeError(f"the C kernel refused its arguments (status {status})")
+def _run(lib, src, dst, cos, sin, layout: str, workers: int) -> None:
+    """The loop on checked tensors: ``[..., T, D]`` seen as ``[B, H, T, D]``."""
+    shape, dim = src.shape, src.shape[-1]
+    pad = 4 - len(shape)
+    sizes = (1,) * pad + tuple(shape)
+    rows = sizes[0] * sizes[1] * sizes[2]
+    n = _SIZES(
+        *sizes,
+        *(0,) * pad, *src.stride()[:-1],
+        *(0,) * pad, *dst.stride()[:-1],
+        max(1, _TABLE_TILE_BYTES // (cos.element_size() * dim)),  # cos and sin rows of a tile
+        max(1, min(workers, rows // _MIN_ROWS_PER_THREAD)),
+    )  # fmt: skip
+    kind = (3 if layout == "interleaved" else 0) + _DTYPES[src.dtype]
+    code = lib.rope(kind, src.data_ptr(), dst.data_ptr(), cos.data_ptr(), sin.data_ptr(), n)
+    if code != 0:  # the arguments were checked: this is a bug, not bad input
+        raise RuntimeError(f"the C kernel refused its arguments (status {code})")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
-import weakref
 from collections import OrderedDict
 
 import torch
@@ -31,10 +30,9 @@ from posenc._validate import (
     check_even_dim,
     check_int,
     check_layout,
-    check_offset_sum,
     check_positions,
-    transforming,
 )
+from posenc.fast._checks import check_offset_sum, transforming
 from posenc.rope import _angles, _check_inv_freq, _check_rope_input, _join, rope_inv_freq
 
 __all__ = ["Angles", "cache_clear", "cache_info", "rope_angles", "rope_tables"]
@@ -49,17 +47,14 @@ _CACHE_BYTES = 256 * 2**20
 _CACHE_MAX_POSITIONS = 1 << 16  # explicit positions up to this many entries are cached
 
 
-_functorch = torch._C._functorch
-
-
 class _Args:
     """Validated arguments: ``x``, positions ``p`` (int64 on x's device), the frequencies
     (computed when first asked for), the angle dtype, the layout, the result's shape and
     the cache key of the tables."""
 
     __slots__ = (
-        "_base",
         "_inv_freq",
+        "_rope_base",
         "dtype",
         "key",
         "layout",
@@ -79,16 +74,14 @@ class _Args:
         # under torch.func (grad, vmap) tensors are wrappers with no data of their own: no
         # cache key can be read from them, and only plain tensor operations apply; under
         # torch.compile the tables are traced into the graph, not looked up
-        wrapped = _functorch.is_functorch_wrapped_tensor
-        self.transformed = _compiling() or wrapped(x) or wrapped(p) or transforming()
+        self.transformed = _compiling() or transforming()
         if inv_freq is None:
-            self._base = check_base("base", base)
+            self._rope_base = check_base("base", base)
             self._inv_freq = None
-            freq_key = ("base", self._base)
+            freq_key = ("base", self._rope_base)
         else:
-            self._base = None
+            self._rope_base = None
             self._inv_freq = check_copyable("inv_freq", _check_inv_freq(inv_freq, dim), x.device)
-            self.transformed = self.transformed or wrapped(self._inv_freq)
             # a key from the values costs a device-to-host copy unless they are on the CPU;
             # frequencies that are learned are not cached, or their tables would keep the
             # autograd graph of the call that made them
@@ -123,7 +116,6 @@ class _Args:
         for name in self.__slots__:
             setattr(other, name, getattr(self, name))
         other.x = x
-        other.transformed = self.transformed or _functorch.is_functorch_wrapped_tensor(x)
         if self.p.dim() == 1:
             other.out_shape = x.shape
             return other
@@ -134,7 +126,7 @@ class _Args:
     @property
     def inv_freq(self) -> torch.Tensor:
         if self._inv_freq is None:
-            self._inv_freq = rope_inv_freq(self.x.shape[-1], self._base)
+            self._inv_freq = rope_inv_freq(self.x.shape[-1], self._rope_base)
         return self._inv_freq
 
 
@@ -257,33 +249,8 @@ class Angles:
 @functools.lru_cache(maxsize=64)
 def _default_inv_freq(dim: int, base: float, dtype: torch.dtype, device: torch.device):
     """``rope_inv_freq(dim, base)`` in ``dtype`` on ``device``, made once per key: later calls
-    copy nothing to the device (a copy a CUDA graph could not capture). Those at most 1 in
-    magnitude (a base of at least 1) are marked so (:func:`_at_most_one`)."""
-    on_cpu = rope_inv_freq(dim, base)
-    freqs = on_cpu.to(device=device, dtype=dtype)
-    if bool(on_cpu.abs().max() <= 1):  # read on the CPU, before the copy
-        key = id(freqs)
-        _AT_MOST_ONE[key] = weakref.ref(freqs, functools.partial(_unmark, key, _AT_MOST_ONE))
-    return freqs
-
-
-_AT_MOST_ONE: dict[int, weakref.ref] = {}
-"""Frequencies posenc made (:func:`_default_inv_freq`), every one at most 1 in magnitude, by
-``id``: the kernel then tells from a position alone whether its angles stay below the fast
-cosines' limit (``cos_sin_of_float32`` in ``_rope_kernel.py``). A caller's frequencies are
-not known without reading them from the device."""
-
-
-def _unmark(key: int, marked: dict, ref: weakref.ref) -> None:
-    """The entry ``key`` gone with its tensor (if it is still that tensor's)."""
-    if marked.get(key) is ref:
-        del marked[key]
-
-
-def _at_most_one(freqs: torch.Tensor) -> bool:
-    """Whether ``freqs`` are frequencies posenc made, every one at most 1 in magnitude."""
-    entry = _AT_MOST_ONE.get(id(freqs))
-    return entry is not None and entry() is freqs
+    copy nothing to the device (a copy a CUDA graph could not capture)."""
+    return rope_inv_freq(dim, base).to(device=device, dtype=dtype)
 
 
 def rope_angles(
@@ -423,6 +390,16 @@ def _charge(tables: _Tables) -> int:
     return 8 * tables.cos.nbytes
 
 
+def _lookup(key) -> _Tables | None:
+    """The cached tables of ``key`` (see :class:`_Args`), or None."""
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            _cache_stats["hits"] += 1
+        return hit
+
+
 def _tables(args: _Args) -> _Tables:
     """The tables for ``args``, from the cache when possible (least recently used first out)."""
     if args.key is None:
@@ -478,11 +455,3 @@ def cache_clear() -> None:
     with _cache_lock:
         _cache.clear()
         _cache_stats.update(hits=0, misses=0)
-
-
-def _as_3d(*tensors):
-    """Views ``[L, T, last]`` of tensors that share their leading shape, or None."""
-    try:
-        return [t.view(-1, t.shape[-2], t.shape[-1]) for t in tensors]
-    except RuntimeError:
-        return None

@@ -3,27 +3,28 @@ mode: :func:`posenc.fast.triton._kernel` loads this file as a fresh module for t
 another for Triton's interpreter (which reads ``TRITON_INTERPRET`` when a function is
 decorated, and runs the functions with this module's globals). Importing it needs Triton.
 
+The kernel is the GPU's: no branch serves the interpreter alone. The interpreter runs it in
+numpy, where some operations round otherwise (3.7's fuses no multiply-add, and bfloat16
+conversions truncate), so the tests that run it on a CPU allow for that, and the
+bit-for-bit tests run on a GPU.
+
 Shapes: ``B`` batch, ``H`` heads, ``T`` positions, ``D`` features, ``D/2`` pairs.
 """
 
 import triton
 import triton.language as tl
-from triton.language.extra import libdevice
+
+__all__: list[str] = []  # nothing to call: posenc.fast.triton launches rope_kernel
 
 
 @triton.jit
-def cos_sin(a, LIBDEVICE: tl.constexpr):
-    # libdevice's cos and sin are CUDA's accurate ones (tl.cos may lower to an
-    # approximation); the interpreter has no libdevice and runs numpy's
-    if LIBDEVICE:
-        return libdevice.cos(a), libdevice.sin(a)
-    else:
-        return tl.cos(a), tl.sin(a)
+def cos_sin(a):
+    # float64 cos and sin: Triton lowers them to libdevice's (CUDA's accurate ones) on a GPU
+    return tl.cos(a), tl.sin(a)
 
 
 @triton.jit
-def cos_sin_of_float32(angle, p, SMALL_FREQS: tl.constexpr, LIBDEVICE: tl.constexpr,
-                       BY_HAND: tl.constexpr):  # fmt: skip
+def cos_sin_of_float32(angle, p, SMALL_FREQS: tl.constexpr):
     # the cos and sin of float32 angles, in float64 (rounded to float32 later: the nearest
     # float32 values, but where one lies within a float64 error of halfway between two), by
     # one reduction to the multiple of pi/2 nearest the angle and both Taylor series of what
@@ -48,9 +49,9 @@ def cos_sin_of_float32(angle, p, SMALL_FREQS: tl.constexpr, LIBDEVICE: tl.conste
         small = tl.reduce(tl.abs(angle), 0, larger) < 1073741824.0  # either way
     if small:
         k = tl.floor(tl.fma(x, f64(0x3FE45F306DC9C883), 0.5))  # x 2/pi: the nearest multiple
-        r = less_multiple(x, k, f64(0x3FF921FB54442D18), BY_HAND)  # p1
-        r = less_multiple(r, k, f64(0x3C91A62633145C07), BY_HAND)  # p2
-        r = less_multiple(r, k, f64(0xB91F1976B7ED8FBC), BY_HAND)  # p3
+        r = tl.fma(-k, f64(0x3FF921FB54442D18), x)  # p1
+        r = tl.fma(-k, f64(0x3C91A62633145C07), r)  # p2
+        r = tl.fma(-k, f64(0xB91F1976B7ED8FBC), r)  # p3
         z = r * r
         # sin r = r - r^3/3! + ... + r^17/17!, cos r = 1 - r^2/2! + ... + r^16/16!, by Horner
         s = tl.fma(z, f64(0x3CE952C77030AD4A), f64(0xBD6AE7F3E733B81F))  # 1/17!, -1/15!
@@ -77,31 +78,8 @@ def cos_sin_of_float32(angle, p, SMALL_FREQS: tl.constexpr, LIBDEVICE: tl.conste
         cos_a = tl.where((n == 1.0) | (n == 2.0), -cos_a, cos_a)
         sin_a = tl.where(n >= 2.0, -sin_a, sin_a)
     else:
-        cos_a, sin_a = cos_sin(x, LIBDEVICE)
+        cos_a, sin_a = cos_sin(x)
     return cos_a, sin_a
-
-
-@triton.jit
-def less_multiple(r, k, part, BY_HAND: tl.constexpr):
-    # r - k part, rounded once, as a fused multiply-add rounds it. Triton's interpreter (3.7's,
-    # not 3.9's) rounds tl.fma's product first, which leaves a large k's product off by up
-    # to half a unit of it; there the product's rounding error is found exactly (Dekker's
-    # product, each factor split by Veltkamp's constant 2**27 + 1 into halves whose products
-    # are exact) and taken off after the difference, exact where r and k part nearly cancel
-    if BY_HAND:
-        product = k * part
-        k_split = k * f64(0x41A0000002000000)
-        k_high = k_split - (k_split - k)
-        k_low = k - k_high
-        part_split = part * f64(0x41A0000002000000)
-        part_high = part_split - (part_split - part)
-        part_low = part - part_high
-        error = ((k_high * part_high - product) + k_high * part_low + k_low * part_high) + (
-            k_low * part_low
-        )  # k part = product + error, exactly
-        return (r - product) - error
-    else:
-        return tl.fma(-k, part, r)
 
 
 @triton.jit
@@ -116,21 +94,6 @@ def larger(a, b):
     # the combining function of the row's largest angle (tl.max is Triton's own jit function,
     # which its interpreter cannot call when it was switched on after Triton was imported)
     return tl.maximum(a, b)
-
-
-@triton.jit
-def rounded(v, out_type: tl.constexpr, BY_HAND: tl.constexpr):
-    # one rounding, to nearest even; the interpreter truncates float32 to bfloat16, so there
-    # the bits are rounded by hand (on a GPU the conversion instruction rounds to nearest)
-    if BY_HAND:
-        if out_type == tl.bfloat16:
-            bits = v.to(tl.uint32, bitcast=True)
-            bits = bits + 0x7FFF + ((bits >> 16) & 1)
-            return (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
-        else:
-            return v.to(out_type)
-    else:
-        return v.to(out_type)
 
 
 @triton.jit
@@ -170,14 +133,14 @@ def load_tile(at, h0, n_heads, half, s_h, s_d, INTERLEAVED: tl.constexpr,
 
 @triton.jit
 def store_tile(at, x1, x2, c, s, h0, n_heads, half, d_h, d_d, INTERLEAVED: tl.constexpr,
-               BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr, BY_HAND: tl.constexpr):  # fmt: skip
+               BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr):  # fmt: skip
     # the pairs turned in the angle dtype (each product rounded, then the sum) and rounded
     # once to the output's dtype, stored where load_tile found them
     x1 = x1.to(c.dtype)
     x2 = x2.to(c.dtype)
     out_type = at.dtype.element_ty
-    o1 = rounded(x1 * c - x2 * s, out_type, BY_HAND)
-    o2 = rounded(x1 * s + x2 * c, out_type, BY_HAND)
+    o1 = (x1 * c - x2 * s).to(out_type)
+    o2 = (x1 * s + x2 * c).to(out_type)
     heads = (h0 + tl.arange(0, BLOCK_H)).to(tl.int64)
     if INTERLEAVED:
         r = tl.arange(0, 2 * BLOCK_HALF)
@@ -195,7 +158,7 @@ def store_tile(at, x1, x2, c, s, h0, n_heads, half, d_h, d_d, INTERLEAVED: tl.co
 @triton.jit
 def rotate_heads(src, dst, x1, x2, c, s, n_heads: tl.constexpr, half: tl.constexpr,
                  s_h, s_d, d_h, d_d, INTERLEAVED: tl.constexpr, BLOCK_H: tl.constexpr,
-                 BLOCK_HALF: tl.constexpr, BY_HAND: tl.constexpr):  # fmt: skip
+                 BLOCK_HALF: tl.constexpr):  # fmt: skip
     # the numbers of heads and pairs are compile-time constants (a model's are fixed): with one
     # tile of heads, a model's usual case, no loop and no load past it remain, and the masks of
     # a whole tile vanish (a decoding step's program is a fifth shorter). Several tiles are
@@ -205,13 +168,13 @@ def rotate_heads(src, dst, x1, x2, c, s, n_heads: tl.constexpr, half: tl.constex
         h0 = 0
         while h0 < n_heads:
             store_tile(dst, x1, x2, c, s, h0, n_heads, half, d_h, d_d,
-                       INTERLEAVED, BLOCK_H, BLOCK_HALF, BY_HAND)  # fmt: skip
+                       INTERLEAVED, BLOCK_H, BLOCK_HALF)  # fmt: skip
             h0 += BLOCK_H
             x1, x2 = load_tile(src, h0, n_heads, half, s_h, s_d,
                                INTERLEAVED, BLOCK_H, BLOCK_HALF)  # fmt: skip
     elif n_heads > 0:
         store_tile(dst, x1, x2, c, s, 0, n_heads, half, d_h, d_d,
-                   INTERLEAVED, BLOCK_H, BLOCK_HALF, BY_HAND)  # fmt: skip
+                   INTERLEAVED, BLOCK_H, BLOCK_HALF)  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["offset"])  # a new offset every decoding step: one build
@@ -249,9 +212,7 @@ def rope_kernel(
     INTERLEAVED: tl.constexpr,
     INVERSE: tl.constexpr,
     F64: tl.constexpr,
-    LIBDEVICE: tl.constexpr,
     SMALL_FREQS: tl.constexpr,
-    BY_HAND: tl.constexpr,
     BLOCK_HQ: tl.constexpr,
     BLOCK_HK: tl.constexpr,
     BLOCK_HALF: tl.constexpr,
@@ -284,10 +245,10 @@ def rope_kernel(
         # Tensor.to rounds them, to nearest): a float64 inv_freq costs no conversion launch
         freq = tl.load(inv_freq + pairs, mask=pairs < half, other=0.0)
         if F64:
-            c, s = cos_sin(p.to(tl.float64) * freq.to(tl.float64), LIBDEVICE)
+            c, s = cos_sin(p.to(tl.float64) * freq.to(tl.float64))
         else:
             angle = p.to(tl.float32) * freq.to(tl.float32)  # rounded to float32, as torch's
-            c, s = cos_sin_of_float32(angle, p, SMALL_FREQS, LIBDEVICE, BY_HAND)
+            c, s = cos_sin_of_float32(angle, p, SMALL_FREQS)
             c = c.to(tl.float32)
             s = s.to(tl.float32)
         if INVERSE:
@@ -295,6 +256,6 @@ def rope_kernel(
         c = as_row(c)
         s = as_row(s)
     rotate_heads(q_at, qo_at, q1, q2, c, s, n_q, half, q_sh, q_sd, qo_sh, qo_sd,
-                 INTERLEAVED, BLOCK_HQ, BLOCK_HALF, BY_HAND)  # fmt: skip
+                 INTERLEAVED, BLOCK_HQ, BLOCK_HALF)  # fmt: skip
     rotate_heads(k_at, ko_at, k1, k2, c, s, n_k, half, k_sh, k_sd, ko_sh, ko_sd,
-                 INTERLEAVED, BLOCK_HK, BLOCK_HALF, BY_HAND)  # fmt: skip
+                 INTERLEAVED, BLOCK_HK, BLOCK_HALF)  # fmt: skip

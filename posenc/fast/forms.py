@@ -1,4 +1,5 @@
-"""Fast RoPE: the rotation of :func:`posenc.rope.apply_rope`, computed in several ways.
+"""The forms chapter 13 compares: the rotation of :func:`posenc.rope.apply_rope`, computed in
+several ways.
 
 RoPE turns each pair of features by an angle; per pair that is four multiplications and
 two additions, nothing next to the cost of reading ``x`` from memory and writing the result
@@ -22,11 +23,12 @@ from the slowest to the fastest; every one returns what :func:`posenc.rope.apply
   small enough to stay in the cache, so every byte of ``x`` crosses the memory bus once
   each way.
 - :func:`rope_c`: one loop in C (:mod:`posenc.fast.cpu_kernel`), compiled on first use, that
-  reads each pair once and writes it once: what :func:`apply_rope` runs on a CPU for float32
-  and float64 when a C compiler is available (otherwise it runs ``rope_blocked``).
-- :func:`apply_rope`: the fastest correct one for x's device and dtype (the C loop, Triton,
-  or the blocks), tables cached between calls; :func:`apply_rope_` the same, writing into
-  ``x`` itself: no fresh memory at all.
+  reads each pair once and writes it once: what :func:`apply_rope` runs on a CPU when a C
+  compiler is available (otherwise the elementwise form).
+- :func:`~posenc.fast.dispatch.apply_rope`: the fastest correct one for x's device and
+  dtype (the C loop, Triton, or the elementwise form), tables cached between calls;
+  :func:`~posenc.fast.dispatch.apply_rope_` the same, writing into ``x`` itself: no fresh
+  memory at all (:mod:`posenc.fast.dispatch` holds both, and :func:`rope_qk`).
 - :func:`rope_compiled`: ``torch.compile`` of the elementwise form (one fused loop),
   compiled on first use.
 - :func:`~posenc.fast.triton.rope_triton`: a Triton kernel, one pass over ``x``, used on
@@ -44,7 +46,6 @@ multiplication does the same in its vectorised loop, but the few elements a loop
 (when a row is not a whole number of vector registers) go through a scalar routine that
 fuses a multiply and an add: those may differ by one unit in the last place. ``rope_dense``
 sums in the order of its matrix product and agrees to a few units in the last place.
-``apply_rope`` gives inputs of at most 32,768 elements the elementwise arithmetic itself.
 """
 
 from __future__ import annotations
@@ -55,47 +56,18 @@ from collections.abc import Callable
 
 import torch
 
-from posenc._validate import (
-    _compiling,
-    broadcast_positions,
-    check_bool,
-    check_int,
-    check_layout,
-    check_no_overlap,
-    check_str_sequence,
-    check_tensor,
-    check_writable,
-    one_memory,
-    same_device,
-    transforming,
-)
+from posenc._validate import check_int, check_layout, check_str_sequence, check_tensor, same_device
 from posenc.fast import cpu_kernel
-from posenc.fast.tables import Angles, _angle_tables, _Args, _as_3d, _Tables, _tables
-from posenc.fast.triton import (
-    _DTYPE_SET,
-    _angle_table,
-    _check_qk,
-    _checked_qk,
-    _lazily_negated,
-    _remembered,
-    _rope_triton,
-    rope_triton,
-    triton_available,
-)
-from posenc.rope import (
-    LAYOUTS,
-    _join,
-    _pairs,
-    _rotate,
-)
+from posenc.fast.dispatch import _elementwise, _needs_grad, apply_rope, apply_rope_, rope_qk
+from posenc.fast.tables import _angle_tables, _Args, _Tables, _tables
+from posenc.fast.triton import rope_triton
+from posenc.rope import LAYOUTS, _join, _pairs
 
 __all__ = [
     "AGREEMENT_DEFAULT",
     "BLOCK_ELEMENTS",
     "IMPLEMENTATIONS",
     "agreement",
-    "apply_rope",
-    "apply_rope_",
     "compile_available",
     "dense_matrices",
     "rope_blocked",
@@ -105,7 +77,6 @@ __all__ = [
     "rope_complex",
     "rope_dense",
     "rope_elementwise",
-    "rope_qk",
     "rope_rotate_half",
 ]
 
@@ -115,28 +86,10 @@ result and the temporaries stay in the cache, so the passes over a block after t
 read do not go to memory; blocks this large keep the number of steps (and the cost of
 launching each) small."""
 
-_SMALL = 1 << 15
-"""Inputs of at most this many elements take the elementwise arithmetic itself: as fast as
-anything at that size, and bit for bit the reference."""
-
-
-# --- arguments and tables ---------------------------------------------------------------------
-
-
-def _needs_grad(*tensors: torch.Tensor) -> bool:
-    """Whether autograd records a computation from ``tensors`` (x, or the tables of learned
-    frequencies or angles)."""
-    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-
-
 # --- the textbook forms -----------------------------------------------------------------------
 # Each implementation spells out apply_rope's signature and the same Args, Returns and Raises,
 # so that each can be read, called and tested on its own, as chapter 13 and the benchmark do;
 # the repetition is deliberate (a shared wrapper would hide the signature a reader calls).
-
-
-def _elementwise(x, cos, sin, layout):
-    return _rotate(x.to(cos.dtype), cos, sin, layout).to(x.dtype)
 
 
 def rope_elementwise(
@@ -473,6 +426,14 @@ def _rotate_into(src, dst, tables: _Tables, layout: str, budget: int) -> None:
             step(*block, *scratch, work)
 
 
+def _as_3d(*tensors):
+    """Views ``[L, T, last]`` of tensors that share their leading shape, or None."""
+    try:
+        return [t.view(-1, t.shape[-2], t.shape[-1]) for t in tensors]
+    except RuntimeError:
+        return None
+
+
 def _complex_block(s, d, r, buf, _spare, work):
     """Interleaved block through a buffer: copy (and convert) in, multiply, copy out."""
     cs = _as_complex(s) if s.dtype == work else None
@@ -563,19 +524,20 @@ def rope_c(
     layout: str = "interleaved",
 ) -> torch.Tensor:
     """RoPE by the one-pass C loop of :mod:`posenc.fast.cpu_kernel`: what ``apply_rope`` runs on
-    a CPU for float32 and float64 when a C compiler is available.
+    a CPU when a C compiler is available.
 
     Each pair is read once, rotated and written once, in either layout, with the
     elementwise arithmetic: the result is bit-identical to :func:`rope_elementwise`.
 
     Args:
-        x: head vectors ``[..., T, D]``, float32 or float64, on the CPU (any strides: a
-            non-contiguous ``x`` is copied first).
+        x: head vectors ``[..., T, D]``, float32, float64 or bfloat16, on the CPU (any strides:
+            a model's ``[B, H, T, D]`` view of ``[B, T, H, D]`` is read where it lies; other
+            inputs are copied into that form first).
         positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`; positions
             must be one row ``[T]``.
 
     Returns:
-        The rotated vectors, a new contiguous tensor of x's shape and dtype.
+        The rotated vectors, a new tensor of x's shape and dtype.
 
     Raises:
         TypeError, ValueError: as :func:`posenc.rope.apply_rope`; ValueError for a device
@@ -589,10 +551,10 @@ def rope_c(
         ...     assert torch.equal(rope_c(x, layout="half"), rope_elementwise(x, layout="half"))
     """
     args = _Args(x, positions, base, inv_freq, layout)
-    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
+    if x.device.type != "cpu" or x.dtype not in cpu_kernel._DTYPES:
         raise ValueError(
-            f"x must be a float32 or float64 tensor on the CPU for the C kernel, got dtype "
-            f"{x.dtype} on device {x.device}"
+            f"x must be a float32, float64 or bfloat16 tensor on the CPU for the C kernel, got "
+            f"dtype {x.dtype} on device {x.device}"
         )
     if args.p.dim() != 1:
         raise ValueError(
@@ -604,349 +566,22 @@ def rope_c(
             "the C kernel records no gradient: x and inv_freq must not require grad here "
             "(posenc.fast.apply_rope takes them by a differentiable path)"
         )
-    src = x.contiguous()
+    src = x if x.dim() <= 4 and x.stride(-1) == 1 else x.contiguous()
+    src = src if src.dim() <= 4 else src.view(-1, *src.shape[-3:])
     out = torch.empty_like(src)
     cpu_kernel.rotate(src, out, tables.cos, tables.sin, args.layout)
-    return out
+    return out.view(x.shape)
 
 
 def _check_budget(block_elements):
     return check_int("block_elements", block_elements, minimum=1)
 
 
-def apply_rope(
-    x: torch.Tensor,
-    positions=None,
-    *,
-    base: float = 10000.0,
-    inv_freq: torch.Tensor | None = None,
-    layout: str = "interleaved",
-    offset: int = 0,
-) -> torch.Tensor:
-    """:func:`posenc.rope.apply_rope`, by the fastest correct path for x's device and dtype.
-
-    Same arguments, result and rounding as the reference; ``cos``/``sin`` tables are cached
-    between calls. On a CPU: the C loop (:mod:`posenc.fast.cpu_kernel`) for float32 and
-    float64 when a C compiler is available, else one complex multiplication (interleaved)
-    or cache-sized blocks of tensor operations (:func:`rope_blocked`). On CUDA, when Triton
-    is installed, the kernel of :mod:`posenc.fast.triton`: any strides in one launch, angles
-    made in the kernel (no table, nothing read back from the GPU), differentiable (learned
-    frequencies, which it has no gradient for, take the path of tensor operations). Under
-    ``torch.func`` transforms the CPU path uses tensor operations only. Inputs of up to
-    32,768 elements, and the C loop, give exactly the reference's arithmetic; the other
-    paths may differ from it by one unit in the last place (the Triton kernel's ``cos`` and
-    ``sin`` are the float32 values nearest the true ones, torch's may be one unit off).
-
-    Args:
-        x: head vectors ``[..., T, D]`` (D even), any floating dtype.
-        positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`.
-        offset: added to every position (a KV cache's length): ``positions + offset``,
-            each sum within int64 (a ValueError otherwise; with a non-zero offset, positions on
-            a GPU are read once for it, except while a CUDA graph is being captured).
-
-    Returns:
-        The rotated vectors, as :func:`posenc.rope.apply_rope` returns them.
-
-    Raises:
-        TypeError, ValueError: as :func:`posenc.rope.apply_rope`.
-
-    Example:
-        >>> from posenc import rope
-        >>> x = torch.randn(2, 5, 8)
-        >>> torch.equal(apply_rope(x, layout="half"), rope.apply_rope(x, layout="half"))
-        True
-    """
-    return _remembered(_apply_rope, x, None, positions, base, inv_freq, layout, False, offset)
-
-
-def _apply_rope(x, _, positions, base, inv_freq, layout, inplace, offset):
-    if _use_triton(x, positions, inv_freq):
-        return _rope_triton(x, None, positions, base, inv_freq, layout, False, offset)
-    return _fastest(_Args(x, positions, base, inv_freq, layout, offset))
-
-
-def apply_rope_(
-    x: torch.Tensor,
-    positions=None,
-    *,
-    base: float = 10000.0,
-    inv_freq: torch.Tensor | None = None,
-    layout: str = "interleaved",
-    offset: int = 0,
-) -> torch.Tensor:
-    """RoPE written into ``x`` itself; returns ``x``.
-
-    No memory is allocated for the result, so nothing is paid for fresh pages: the cost is
-    one read and one write of every byte, the least any RoPE can do. Same kernels as
-    :func:`rope_blocked` (the Triton kernel on CUDA when available).
-
-    Args:
-        x: head vectors ``[..., T, D]``, overwritten.
-        positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`;
-            positions must not broadcast ``x`` to a larger shape.
-        offset: added to every position (a KV cache's length): ``positions + offset``,
-            each sum within int64 (a ValueError otherwise; with a non-zero offset, positions on
-            a GPU are read once for it, except while a CUDA graph is being captured).
-
-    Returns:
-        ``x``, rotated.
-
-    Raises:
-        TypeError, ValueError: as :func:`posenc.rope.apply_rope`, and ValueError when
-            positions would broadcast ``x`` to a larger shape, or ``x`` holds one element in
-            several places (an expanded view, or windows that overlap as ``unfold`` makes).
-        RuntimeError: as torch, while autograd records, for ``x`` a leaf that requires grad
-            (or a view of one).
-
-    Example:
-        >>> x = torch.randn(3, 8)
-        >>> expected = rope_elementwise(x, [4, 5, 6])
-        >>> apply_rope_(x, [4, 5, 6]) is x, torch.equal(x, expected)
-        (True, True)
-    """
-    return _remembered(_apply_rope_, x, None, positions, base, inv_freq, layout, True, offset)
-
-
-def _apply_rope_(x, _, positions, base, inv_freq, layout, inplace, offset):
-    if _use_triton(x, positions, inv_freq):
-        return _rope_triton(x, None, positions, base, inv_freq, layout, True, offset)
-    args = _Args(x, positions, base, inv_freq, layout, offset)
-    _writable("x", args)
-    _inplace(args)
-    return x
-
-
-def _writable(name: str, args: _Args) -> None:
-    """What an in-place rotation of ``args.x`` needs, checked before anything is written."""
-    x = args.x
-    if args.out_shape != x.shape:
-        raise ValueError(
-            f"positions of shape {tuple(args.p.shape)} broadcast {name} of shape "
-            f"{tuple(x.shape)} to {tuple(args.out_shape)}; an in-place rotation must keep "
-            f"{name}'s shape"
-        )
-    check_no_overlap(name, x)  # as on a GPU, not torch's error from deep inside
-    check_writable(name, x)
-
-
-def _inplace(args: _Args, tables: _Tables | None = None) -> None:
-    """Rotate ``args.x`` where it is (checked by :func:`_writable`)."""
-    x = args.x
-    tables = _tables(args) if tables is None else tables
-    if args.transformed or x.numel() <= _SMALL or x.device.type not in ("cpu", "cuda"):
-        # learned tables: autograd keeps the pairs of x it multiplied, so they are read from a
-        # copy that the write below leaves alone
-        src = x.clone() if _needs_grad(tables.cos) else x
-        x.copy_(_elementwise(src, tables.cos, tables.sin, args.layout))
-    elif _needs_grad(x, tables.cos):  # autograd records the copy; the rotation reads a copy of x,
-        # since its half-layout split is a view that autograd refuses once x is overwritten
-        x.copy_(_complex(x.clone(), tables.rot, args.layout))
-    else:
-        _rotate_best(x, x, tables, args.layout)
-
-
-def _budget_for(x):
-    # on a GPU there is no cache to stay in: whole-tensor steps, fewest launches
-    return BLOCK_ELEMENTS if x.device.type == "cpu" else max(1, x.numel())
-
-
-def _rotate_best(src, dst, tables: _Tables, layout: str) -> None:
-    """The C loop of :mod:`posenc.fast.cpu_kernel` where it applies (one pass, bit-identical to
-    the elementwise form), else the blocks of tensor operations."""
-    if cpu_kernel._applicable(src, dst, tables.cos) and cpu_kernel.available():
-        cpu_kernel.rotate(src, dst, tables.cos, tables.sin, layout)
-    else:
-        _rotate_into(src, dst, tables, layout, _budget_for(src))
-
-
-_TRITON_DEVICES = ("cuda",)
-"""Device types whose tensors go to the Triton kernel (the tests add ``meta`` as a stand-in)."""
-
-
-def _use_triton(x, positions, inv_freq=None) -> bool:
-    """Whether the Triton kernel serves this call: CUDA, a dtype it takes, positions that do
-    not broadcast ``x`` to a larger shape (checked on shapes only, nothing read from the GPU),
-    and frequencies that are not learned (the kernel has no gradient for them)."""
-    if not (
-        isinstance(x, torch.Tensor)
-        and x.dtype in _DTYPE_SET
-        and x.dim() >= 2
-        and x.device.type in _TRITON_DEVICES
-        and not _lazily_negated(x)  # the kernel reads memory; tensor operations read values
-        and triton_available()
-        and (_compiling() or not transforming())  # wrappers and tangents: tensor operations
-    ):
-        return False
-    if isinstance(inv_freq, torch.Tensor) and inv_freq.requires_grad and torch.is_grad_enabled():
-        return False
-    if isinstance(positions, torch.Tensor) and positions.dim() > 1:
-        try:
-            return broadcast_positions(positions.shape, x.shape[:-1]) == x.shape[:-1]
-        except ValueError:  # reported by the path that validates them
-            return False
-    return True
-
-
-def _fastest(args: _Args, tables: _Tables | None = None) -> torch.Tensor:
-    """The default path of ``apply_rope``: the fastest correct kernel for x's device."""
-    x = args.x
-    tables = _tables(args) if tables is None else tables
-    if args.transformed or x.numel() <= _SMALL or x.device.type not in ("cpu", "cuda"):
-        return _elementwise(x, tables.cos, tables.sin, args.layout)  # broadcasts as it goes
-    if args.out_shape != x.shape or _needs_grad(x, tables.cos):  # broadcasting, or autograd
-        return _complex(x.expand(args.out_shape), tables.rot, args.layout)
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    _rotate_best(x, out, tables, args.layout)
-    return out
-
-
-def rope_qk(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    positions=None,
-    *,
-    base: float = 10000.0,
-    inv_freq: torch.Tensor | None = None,
-    layout: str = "interleaved",
-    inplace: bool = False,
-    offset: int = 0,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Queries and keys in one call, with one table for both (looked up or computed once).
-
-    On CUDA with Triton, ``q [B, H, T, D]`` and ``k [B, H_kv, T, D]`` at positions None, a
-    tensor ``[T]``, ``[1, T]`` or ``[B, 1, T]`` (the same for every head) go through one launch
-    of :func:`~posenc.fast.triton.rope_qk_triton`, each position's angles made once for every
-    head of both, the positions read where they lie. A model can make the angles once per
-    step instead (:func:`~posenc.fast.tables.rope_angles`) and pass them to every layer: the
-    kernel then reads them, with the same results and, on an H100, at about the same speed
-    as it makes them.
-
-    Args:
-        q: queries ``[..., H, T, D]`` (``[B, H, T, D]`` with angles).
-        k: keys ``[..., H_kv, T, D]`` (other leading dims allowed, same ``T`` and ``D``).
-        positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`; or, for
-            ``positions``, the :class:`~posenc.fast.tables.Angles` of
-            :func:`~posenc.fast.tables.rope_angles` (made in q's angle dtype: float64 for
-            float64 q, else float32), with ``base``, ``inv_freq`` and ``offset`` left at their
-            defaults.
-        inplace: rotate ``q`` and ``k`` where they are (as :func:`apply_rope_`); one tensor
-            passed as both is rotated once, as out of place.
-        offset: added to every position (a KV cache's length): ``positions + offset``,
-            each sum within int64 (a ValueError otherwise; with a non-zero offset, positions on
-            a GPU are read once for it, except while a CUDA graph is being captured).
-
-    Returns:
-        ``(q_rotated, k_rotated)``; with ``inplace`` these are ``q`` and ``k``.
-
-    Raises:
-        TypeError, ValueError: as :func:`posenc.rope.apply_rope`, or if ``q`` and ``k``
-            differ in ``T`` or ``D``, dtype or device; with angles, as
-            :func:`~posenc.fast.triton.rope_qk_triton`; ValueError with ``inplace`` when they
-            share some elements and not others (``k`` a slice of ``q``), or one holds an
-            element in several places (an expanded view, or windows that overlap as
-            ``unfold`` makes).
-        RuntimeError: as torch, with ``inplace`` while autograd records, for a leaf that
-            requires grad (or a view of one); checked for both before either is written.
-
-    Example:
-        >>> q, k = torch.randn(1, 4, 6, 8), torch.randn(1, 2, 6, 8)  # 4 query, 2 key heads
-        >>> rq, rk = rope_qk(q, k)
-        >>> torch.equal(rq, rope_elementwise(q)), torch.equal(rk, rope_elementwise(k))
-        (True, True)
-        >>> from posenc.fast.tables import rope_angles
-        >>> angles = rope_angles(torch.arange(6), 8)  # once per step, for every layer
-        >>> torch.allclose(rope_qk(q, k, angles)[0], rq, atol=1e-5)  # torch's cos: 1 ulp off
-        True
-    """
-    return _remembered(_rope_qk, q, k, positions, base, inv_freq, layout, inplace, offset)
-
-
-def _rope_qk(q, k, positions, base, inv_freq, layout, inplace, offset):
-    check_bool("inplace", inplace)
-    if _fuses(q, k, positions, inv_freq):  # q and k checked as rope_qk_triton checks them
-        return _checked_qk(q, k, positions, base, inv_freq, layout, inplace, offset)
-    if isinstance(positions, Angles):
-        return _qk_with_angles(q, k, positions, base, inv_freq, layout, inplace, offset)
-    check_tensor("q", q, min_dim=2)
-    check_tensor("k", k, min_dim=2)
-    qa = _Args(q, positions, base, inv_freq, layout, offset)
-    if k.shape[-2:] != q.shape[-2:]:
-        raise ValueError(
-            f"k must have q's last two dims [T, D] = {list(q.shape[-2:])}, got {list(k.shape[-2:])}"
-        )
-    if k.dtype != q.dtype or k.device != q.device:
-        raise ValueError(
-            f"q and k must share dtype and device, got {q.dtype} on {q.device} "
-            f"and {k.dtype} on {k.device}"
-        )
-    ka = qa.sharing(k)  # q's positions and frequencies, checked once
-    return _qk_with_tables(qa, ka, _tables(qa), inplace)  # one table for both
-
-
-def _qk_with_angles(q, k, angles, base, inv_freq, layout, inplace, offset):
-    """:func:`rope_qk` with angles, off the kernel: their cos and sin as the tables."""
-    _check_qk(q, k)
-    table = _angle_table(angles, q, base, inv_freq, check_int("offset", offset))
-    if table.shape[0] == 1:  # [T, D/2], for every batch entry alike
-        cos, sin = table[0, :, 0], table[0, :, 1]
-    else:  # [B, 1, T, D/2]: a batch entry's for all its heads
-        cos, sin = table[:, None, :, 0], table[:, None, :, 1]
-    qa = _Args(q, None, 10000.0, None, layout)
-    return _qk_with_tables(qa, qa.sharing(k), _Tables(cos, sin), inplace)
-
-
-def _qk_with_tables(qa: _Args, ka: _Args, tables: _Tables, inplace: bool):
-    """The rest of :func:`rope_qk` on the general path, q's and k's arguments checked."""
-    q, k = qa.x, ka.x
-    if inplace:  # everything checked before anything is written
-        _writable("q", qa)
-        _writable("k", ka)
-        one = one_memory("q", q, "k", k)
-        _inplace(qa, tables)
-        if not one:  # the same elements are rotated once
-            _inplace(ka, tables)
-        return q, k
-    return _fastest(qa, tables), _fastest(ka, tables)
-
-
-def _fuses(q, k, positions, inv_freq=None) -> bool:
-    """Whether one launch of :func:`~posenc.fast.triton.rope_qk_triton` rotates ``q`` and
-    ``k`` at ``positions`` as :func:`posenc.rope.apply_rope` would rotate each (shapes only,
-    nothing read): ``[B, H, T, D]`` and ``[B, H_kv, T, D]`` alike but for the heads, as
-    ``rope_qk_triton`` checks them, and positions None or a tensor ``[T]``, ``[1, T]`` or
-    ``[B or 1, 1, T]`` (the same for every head), or angles that need no gradient
-    (``rope_qk_triton`` checks them)."""
-    if not (
-        _use_triton(q, positions, inv_freq)
-        and isinstance(k, torch.Tensor)
-        and not _lazily_negated(k)
-        and k.dtype == q.dtype
-        and k.device == q.device
-    ):
-        return False
-    q_shape, k_shape = q.shape, k.shape
-    if len(q_shape) != 4 or len(k_shape) != 4:
-        return False
-    batch, _, length, dim = q_shape
-    if k_shape[0] != batch or k_shape[2] != length or k_shape[3] != dim:
-        return False
-    if length == 0 or dim == 0 or dim % 2:  # the reference's errors, by the general path
-        return False
-    if isinstance(positions, Angles):  # the general path has their gradient
-        return not (positions.table.requires_grad and torch.is_grad_enabled())
-    if not isinstance(positions, torch.Tensor):  # integers on the host take the general path,
-        return positions is None  # which reads them as apply_rope does ([H, T] is per head)
-    shape = positions.shape  # broadcasts into q's [B, H, T]: _use_triton checked it
-    if len(shape) <= 1:
-        return shape == (length,)
-    return shape[-1] == length and shape[-2] == 1  # [1, T] or [B or 1, 1, T]
-
-
 # --- torch.compile --------------------------------------------------------------------------
 
 
 def compile_available() -> bool:
-    """Whether ``torch.compile`` can be tried here (dynamo supported; a C++ compiler on CPU).
+    """Whether ``torch.compile`` can be tried here (a C++ compiler on the PATH, for inductor).
 
     Returns:
         True when :func:`rope_compiled` may compile; the first call can still fail.
@@ -957,12 +592,7 @@ def compile_available() -> bool:
         ...     compile_available()
         False
     """
-    try:
-        import torch._dynamo as dynamo
-    except ImportError:  # pragma: no cover - very old or stripped torch
-        return False
-    supported = getattr(dynamo, "is_dynamo_supported", lambda: True)()
-    return bool(supported) and any(shutil.which(c) for c in ("g++", "c++", "clang++", "cc"))
+    return any(shutil.which(c) for c in ("g++", "c++", "clang++", "cc"))
 
 
 @functools.lru_cache(maxsize=1)
@@ -1007,9 +637,6 @@ def rope_compiled(
         return _compiled_fn()(args.x, tables.cos, tables.sin, args.layout)
     except Exception as err:  # the backend reports many kinds of failure
         raise RuntimeError(f"torch.compile failed here: {type(err).__name__}: {err}") from err
-
-
-# --- Triton -----------------------------------------------------------------------------------
 
 
 # --- registry -------------------------------------------------------------------------------

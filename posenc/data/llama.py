@@ -451,7 +451,7 @@ def offline_tokenizer(*, cache: Path | None = None) -> Any:
         >>> tok("The dog chased another dog")["input_ids"]
         [128000, 791, 5679, 62920, 2500, 5679]
     """
-    require("posenc.llama.offline_tokenizer", *_OFFLINE_PACKAGES)
+    require("posenc.data.llama.offline_tokenizer", *_OFFLINE_PACKAGES)
     import tokenizers
     from tokenizers import Tokenizer
 
@@ -798,7 +798,7 @@ def load(source: str = "auto") -> Llama:
     """
     if source not in _SOURCES:
         raise ValueError(f"source must be one of {_SOURCES}, got {source!r}")
-    require("posenc.llama.load", *_OFFLINE_PACKAGES, "huggingface_hub", "safetensors")
+    require("posenc.data.llama.load", *_OFFLINE_PACKAGES, "huggingface_hub", "safetensors")
     if source == "offline":
         return Llama("offline", offline_tokenizer())
     token = None if _offline_requested() else _hf_token()

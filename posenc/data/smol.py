@@ -19,7 +19,7 @@ download. This module gives the chapter its tokenizer and model from one of two 
 ``HF_HUB_OFFLINE=1`` selects the offline path at once, without touching the network; online,
 the Hub is asked once, with a 5 s limit, before anything is downloaded.
 
-``python -m posenc.smol`` loads the model once (building the cache if needed) and prints
+``python -m posenc.data.smol`` loads the model once (building the cache if needed) and prints
 that line; the test command runs it before the timed tests.
 """
 
@@ -47,7 +47,7 @@ from typing import Any
 import torch
 
 from posenc._extras import require
-from posenc.llama import _check_cache, _offline_requested
+from posenc.data.llama import _check_cache, _offline_requested
 
 __all__ = [
     "GGUF_FILE",
@@ -393,7 +393,7 @@ def read_gguf_tensor(path, name: str) -> torch.Tensor:
         >>> tuple(rows.shape)
         (192, 576)
     """
-    require("posenc.smol.read_gguf_tensor", "gguf", "numpy")
+    require("posenc.data.smol.read_gguf_tensor", "gguf", "numpy")
     import gguf
     import numpy as np
 
@@ -538,13 +538,13 @@ def _from_folder(source: str, folder) -> Smol:
 
 def _hub_reachable() -> str | None:
     """None when the Hub answers for the model within :data:`_HUB_PROBE_S` seconds in all,
-    else the reason. The question is one request of posenc's own (:func:`posenc.llama.
+    else the reason. The question is one request of posenc's own (:func:`posenc.data.llama.
     _hub_request`, not the client's, whose first call may make requests of its own first),
     asked from a thread that is waited for no longer than the limit, however the connection
     behaves (a server that accepts and never answers, or one that drips its answer)."""
     from huggingface_hub import constants
 
-    from posenc.llama import _hub_headers, _hub_request
+    from posenc.data.llama import _hub_headers, _hub_request
 
     outcome: list[str | None] = []
 
@@ -596,7 +596,12 @@ def load(source: str = "auto", *, cache: Path | None = None) -> Smol:
     if source not in _SOURCES:
         raise ValueError(f"source must be one of {_SOURCES}, got source={source!r}")
     require(
-        "posenc.smol.load", "transformers", "huggingface_hub", "safetensors", "gguf", "accelerate"
+        "posenc.data.smol.load",
+        "transformers",
+        "huggingface_hub",
+        "safetensors",
+        "gguf",
+        "accelerate",
     )
     cache = _check_cache(cache)
     if source == "hub" and _offline_requested():
