@@ -85,3 +85,24 @@ def test_a_copy_left_behind_is_reported(fork):
 def test_a_url_colab_cannot_open_is_refused(fork, url, branch):
     with pytest.raises(ValueError, match=r"(url|branch) must"):
         repository.set_repository(url, branch, root=fork)
+
+
+def test_no_tracked_file_holds_a_merge_conflicts_markers():
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split("\0")
+    marked = []
+    for name in filter(None, tracked):
+        path = ROOT / name
+        if not path.is_file():
+            continue
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError:
+            continue
+        marked += [
+            f"{name}:{n}"
+            for n, line in enumerate(lines, 1)
+            if line.startswith(("<<<<<<< ", ">>>>>>> "))
+        ]
+    assert marked == []
