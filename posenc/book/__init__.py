@@ -4,6 +4,7 @@ Views, figures, animations, playgrounds, the summary and the claims. Each module
 the core (``posenc``) and :mod:`posenc.plots`; the core never imports this subpackage. A
 chapter imports what it draws with, e.g. ``from posenc.book import rope_views``.
 
+- ``property_table`` (chapter 2): the five properties, one measure per column;
 - ``bits`` (chapter 3): how the bits of a binary position change;
 - ``absolute_animations`` (3): the integer and binary animations;
 - ``waves`` (4): sine waves and their explorer;
