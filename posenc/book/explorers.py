@@ -410,7 +410,7 @@ def scaling_explorer(
     base: float = 500000.0,
     dim: int = 128,
     train_length: int = 8192,
-    method: str = "YaRN",
+    method: str = "RoPE",
     factor: float = 8.0,
     pair: int = 40,
 ) -> Explorer:
@@ -428,7 +428,7 @@ def scaling_explorer(
         base: starting base (one of 1e3, 1e4, 5e4, 1e5, 5e5, 1e6, 5e6).
         dim: starting ``D`` (one of 16, 32, 48, 64, 96, 128, 192, 256).
         train_length: starting ``L`` (a power of two from 512 to 32768).
-        method: starting method, one of :data:`SCALING_METHODS`.
+        method: starting method, one of :data:`SCALING_METHODS` (``"RoPE"``: unscaled).
         factor: starting ``s`` (one of 1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32).
         pair: starting pair ``i < D/2``.
 
