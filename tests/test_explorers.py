@@ -158,15 +158,30 @@ _SET_AND_READ = """
 
 
 @pytest.fixture(scope="module")
-def tab(tmp_path_factory):
+def browser():
+    """One headless Chromium for the module (Playwright's sync API runs one at a time)."""
     if CHROMIUM is None:
         pytest.skip("needs Debian's chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=browser_check.CHROMIUM_ARGS
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def tab(browser, tmp_path_factory):
+    """All five explorers on one page at 420 px, from disk, the network blocked."""
     path = tmp_path_factory.mktemp("explorers") / "explorers.html"
     path.write_text(ex.page(*(make() for make in ALL.values())))
-    with browser_check.open_browser(CHROMIUM, widths=(420,)) as tabs:
-        tabs[0].open(path.as_uri())
-        yield tabs[0]
-        assert tabs[0].problems() == []
+    tab = browser_check.Tab(browser, 420)
+    tab.open(path.as_uri())
+    yield tab
+    assert tab.problems() == []
+    tab.context.close()
 
 
 def grid(explorer: ex.Explorer, per_slider: int, most: int, seed: int = 0) -> list[dict]:
@@ -358,3 +373,91 @@ def test_explorer_runs_in_a_sandboxed_frame(tab, tmp_path):
         page.close()
     assert tab.problems() == [] and errors == []
     assert after[1] == "64" and after[0] != before and after[2] <= 400
+
+
+# ---------------------------------------------------------------------------------------
+# tools/browser_check.py on explorers
+# ---------------------------------------------------------------------------------------
+
+
+def _check(browser, tmp_path, body: str, widths=(420,)) -> browser_check.PageReport:
+    (tmp_path / "book").mkdir(exist_ok=True)
+    (tmp_path / "book" / "x.html").write_text(body)
+    shots = tmp_path / "shots"
+    shots.mkdir(exist_ok=True)
+    tabs = [browser_check.Tab(browser, width) for width in widths]
+    try:
+        return browser_check.check_page(tabs, tmp_path, "book/x", shots)
+    finally:
+        for tab in tabs:
+            tab.context.close()
+
+
+@needs_chromium
+def test_browser_check_moves_every_slider_of_every_explorer(browser, tmp_path):
+    report = _check(browser, tmp_path, ex.page(), widths=(1400, 420))
+    assert report.problems == []
+    for width in (1400, 420):
+        moved = report.widths[width]["explorers"]
+        assert [e["name"] for e in moved] == list(ALL)
+        sliders = sum(len(make().sliders) for make in ALL.values())
+        assert sum(e["sliders"] for e in moved) == sum(e["changed"] for e in moved) == sliders
+    assert (tmp_path / "shots" / "x-420-explorer4-moved.jpg").is_file()
+
+
+@needs_chromium
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        # a slider that changes nothing
+        (
+            '<div class="pe-explorer" data-explorer="still" data-ready>'
+            '<svg width="100" height="50"><circle r="5" cx="9" cy="9"/></svg>'
+            '<input type="range" min="0" max="4" value="2"></div>',
+            "moving slider #1 left the picture unchanged",
+        ),
+        # an explorer wider than a phone's column
+        (
+            '<div class="pe-explorer" data-explorer="wide" data-ready style="width: 900px">'
+            '<svg width="900" height="50"><circle r="5" cx="9" cy="9"/></svg></div>',
+            "is wider than the column",
+        ),
+        # an explorer whose script never ran
+        ('<div class="pe-explorer" data-explorer="dead"></div>', "did not start"),
+        # one that asks the network for something
+        (
+            '<div class="pe-explorer" data-explorer="online" data-ready>'
+            '<svg width="100" height="50"><circle r="5" cx="9" cy="9"/></svg>'
+            '<input type="range" min="0" max="4" value="2" '
+            "oninput=\"fetch('https://example.org/x').catch(() => 0);"
+            "document.querySelector('circle').setAttribute('cx', this.value * 9)\"></div>",
+            "network request blocked",
+        ),
+    ],
+)
+def test_browser_check_fails_a_broken_explorer(browser, tmp_path, body, words):
+    report = _check(browser, tmp_path, f"<html><body><main>{body}</main></body></html>")
+    assert any(words in p for p in report.problems), report.problems
+
+
+@needs_chromium
+def test_explorer_takes_the_theme_colours(browser, tmp_path):
+    """pydata-sphinx-theme marks dark mode as html[data-theme=dark]; the explorer follows."""
+    colours = {}
+    for theme in ("light", "dark"):
+        path = tmp_path / f"{theme}.html"
+        path.write_text(ex.page(ex.rotation_matrix_explorer(), theme=theme))
+        tab = browser_check.Tab(browser, 420)
+        try:
+            tab.open(path.as_uri())
+            colours[theme] = tab.evaluate(
+                "() => { const r = document.querySelector('.pe-explorer');"
+                " const arrow = r.querySelector('svg .pe-orange');"
+                " return [getComputedStyle(r).color, getComputedStyle(r).backgroundColor,"
+                " getComputedStyle(arrow).stroke]; }"
+            )
+            assert tab.problems() == []
+        finally:
+            tab.context.close()
+    assert colours["light"][0] == "rgb(31, 36, 48)"  # the book's ink, posenc.plots.COLORS
+    assert all(a != b for a, b in zip(colours["light"], colours["dark"], strict=True)), colours
