@@ -461,3 +461,38 @@ def test_explorer_takes_the_theme_colours(browser, tmp_path):
             tab.context.close()
     assert colours["light"][0] == "rgb(31, 36, 48)"  # the book's ink, posenc.plots.COLORS
     assert all(a != b for a, b in zip(colours["light"], colours["dark"], strict=True)), colours
+
+
+_INSERT = {
+    # JupyterLab: the output's HTML set as innerHTML, then each script made anew in place
+    "in place": "s => { const n = document.createElement('script');"
+    " for (const a of s.attributes) n.setAttribute(a.name, a.value);"
+    " n.textContent = s.textContent; s.replaceWith(n); }",
+    # the classic notebook (jQuery's html()): each script run from the head, away from the output
+    "from the head": "s => { if (s.type) return; const n = document.createElement('script');"
+    " n.textContent = s.textContent; document.head.appendChild(n); n.remove(); }",
+}
+
+
+@needs_chromium
+@pytest.mark.parametrize("how", _INSERT)
+def test_explorer_starts_when_a_front_end_inserts_it(browser, tmp_path, how):
+    """Front ends insert an output's HTML and run its scripts in their own ways; the explorer
+    finds its root either way (document.currentScript, else its name)."""
+    path = tmp_path / "host.html"
+    path.write_text("<!DOCTYPE html><html><body><main><div id='out'></div></main></body></html>")
+    tab = browser_check.Tab(browser, 420)
+    try:
+        tab.open(path.as_uri())
+        started = tab.evaluate(
+            "([html, run]) => { const out = document.getElementById('out'); out.innerHTML = html;"
+            " out.querySelectorAll('script').forEach(eval(run));"
+            " const root = out.querySelector('.pe-explorer');"
+            " return [root.hasAttribute('data-ready'), !!root.querySelector('svg path'),"
+            " root.querySelectorAll('input[type=range]').length]; }",
+            [ex.rotation_matrix_explorer().html, _INSERT[how]],
+        )
+        assert tab.problems() == []
+    finally:
+        tab.context.close()
+    assert started == [True, True, 3]
