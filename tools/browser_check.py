@@ -36,6 +36,14 @@ On a chapter page it also checks that
   only in the launch menu), and every animation has its player and pressing its play
   button advances the frame (the slider moves and the image changes).
 
+On every page with an explorer (``posenc.book.explorers``: sliders that run in the page),
+at each width, it checks that every explorer has started, that moving each of its sliders
+from the keyboard (End, or Home for one already at its end) changes its picture, and that
+it is no wider than the column; a console error or a network request on the way fails the
+page as anywhere else. Each explorer is also shot on its own before and after its sliders
+moved (``09_rope-420-explorer1.jpg``, ``09_rope-420-explorer1-moved.jpg``), and the run
+prints how many explorers and sliders it moved.
+
 For the whole site it checks, without the browser, that every internal link points at a
 file that exists and, where it has one, at an ``#anchor`` that exists in it; and in the
 browser that the search page finds a chapter. Full-page screenshots of every page at both
@@ -97,6 +105,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--host-resolver-rules=MAP * ~NOTFOUND",
 ]
+EXPLORER = "main .pe-explorer"
+"""The explorers of posenc.book.explorers, as the book's pages hold them."""
 NETWORK = re.compile(r"^(https?|wss?|ftp)://", re.IGNORECASE)
 RAW_TEX = ("$$", "\\begin", "\\(", "\\[")
 
@@ -587,6 +597,7 @@ def check_page(tabs: list[Tab], html_dir: Path, page: str, shots: Path | None) -
             report.facts["images"] = len(facts["images"])
             if chapter:
                 problems += _chapter_problems(tab, page, facts, report)
+        problems += explorer_problems(tab, page, measured, shots)
         tab.page.wait_for_timeout(100)  # late console messages
         problems += tab.problems()
         report.widths[tab.width] = measured
@@ -594,6 +605,77 @@ def check_page(tabs: list[Tab], html_dir: Path, page: str, shots: Path | None) -
         report.problems += [prefix + p for p in problems]
     report.problems += code_problems(report)
     return report
+
+
+_EXPLORER_STATE = """
+(root) => ({
+  ready: root.hasAttribute('data-ready'),
+  picture: [...root.querySelectorAll('svg')].map(s => s.outerHTML).join(''),
+  width: root.getBoundingClientRect().width, scroll: root.scrollWidth, client: root.clientWidth,
+  left: root.getBoundingClientRect().left, right: root.getBoundingClientRect().right,
+})
+"""
+
+
+def explorer_problems(tab: Tab, page: str, measured: dict, shots: Path | None) -> list[str]:
+    """Move every slider of every explorer on the page; see the module docstring.
+
+    The counts go into ``measured["explorers"]`` (one entry per explorer: its name, its
+    sliders, how many changed the picture).
+    """
+    problems: list[str] = []
+    roots = tab.page.locator(EXPLORER)
+    found = []
+    column = tab.evaluate(
+        "() => { const c = document.querySelector('article.bd-article') || document.body;"
+        " const r = c.getBoundingClientRect(), s = getComputedStyle(c);"
+        " return [r.left + parseFloat(s.paddingLeft), r.right - parseFloat(s.paddingRight)]; }"
+    )
+    for i in range(roots.count()):
+        root = roots.nth(i)
+        root.scroll_into_view_if_needed()
+        state = root.evaluate(_EXPLORER_STATE)
+        name = root.get_attribute("data-explorer") or f"#{i + 1}"
+        where = f"explorer {name} (#{i + 1})"
+        entry = {"name": name, "sliders": 0, "changed": 0}
+        found.append(entry)
+        if not state["ready"] or not state["picture"]:
+            problems.append(f"{where} did not start (no picture)")
+            continue
+        if state["scroll"] > state["client"] + TOLERANCE_PX or (
+            state["left"] < column[0] - TOLERANCE_PX or state["right"] > column[1] + TOLERANCE_PX
+        ):
+            problems.append(
+                f"{where} is wider than the column ({round(state['width'])} px, content "
+                f"{state['scroll']} px, in {round(column[1] - column[0])} px)"
+            )
+        shot = None if shots is None else shots / shot_name(page, tab.width)
+        if shot is not None:
+            root.screenshot(path=shot.with_name(f"{shot.stem}-explorer{i + 1}.jpg"), quality=80)
+        sliders = root.locator('input[type="range"]')
+        for j in range(sliders.count()):
+            slider = sliders.nth(j)
+            at_end = slider.evaluate("s => s.value === s.max")
+            before = root.evaluate(_EXPLORER_STATE)["picture"]
+            slider.press("Home" if at_end else "End")
+            after = root.evaluate(_EXPLORER_STATE)
+            entry["sliders"] += 1
+            label = slider.get_attribute("data-key") or f"#{j + 1}"
+            if after["picture"] == before:
+                problems.append(f"{where}: moving slider {label} left the picture unchanged")
+            else:
+                entry["changed"] += 1
+            if after["scroll"] > after["client"] + TOLERANCE_PX:
+                problems.append(
+                    f"{where}: with slider {label} moved it is wider than itself "
+                    f"({after['scroll']} px in {after['client']} px)"
+                )
+        if shot is not None:
+            root.screenshot(
+                path=shot.with_name(f"{shot.stem}-explorer{i + 1}-moved.jpg"), quality=80
+            )
+    measured["explorers"] = found
+    return problems
 
 
 def _chapter_problems(tab: Tab, page: str, facts: dict, report: PageReport) -> list[str]:
@@ -723,6 +805,13 @@ def run(
                     f"animations {len(report.facts.get('animations', []))}, "
                     f"code {first['code']['share']:.0%}"
                 )
+            moved = [e for m in report.widths.values() for e in m.get("explorers", [])]
+            if moved:
+                extra += (
+                    f", explorers {len(moved) // max(1, len(report.widths))} "
+                    f"({sum(e['changed'] for e in moved)} of {sum(e['sliders'] for e in moved)} "
+                    f"slider moves changed the picture)"
+                )
             print(f"{status:4} {page}{extra}  ({report.facts['seconds']} s)", flush=True)
             failures += [f"{page}: {p}" for p in report.problems]
         if search_word:
@@ -754,6 +843,17 @@ def run(
         f"{sum(r.chapter for r in reports)} chapters, {len(links)} broken links, "
         f"in {time.monotonic() - start:.1f} s"
     )
+    moves = [
+        (r.page, w, e) for r in reports for w, m in r.widths.items() for e in m.get("explorers", [])
+    ]
+    if moves:
+        first = [e for _, w, e in moves if w == widths[0]]
+        print(
+            f"explorers: {len(first)} on {len({p for p, _, _ in moves})} pages, "
+            f"{sum(e['sliders'] for _, _, e in moves)} slider moves at "
+            f"{', '.join(f'{w} px' for w in widths)}, "
+            f"{sum(e['changed'] for _, _, e in moves)} changed the picture"
+        )
     if table:
         print(table)
     shown: dict[str, int] = {}
