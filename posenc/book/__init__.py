@@ -20,6 +20,8 @@ chapter imports what it draws with, e.g. ``from posenc.book import rope_views``.
 - ``precision_views`` (14): tables and figures of low-precision RoPE;
 - ``trained`` (15): RoPE measured inside SmolLM2-135M, a trained model;
 - ``summary`` (16): the property table of every scheme and the road map;
+- ``explorers`` (4, 5, 6, 9, 12): the playgrounds as sliders that run in the page, with
+  no kernel;
 - ``checks`` (every chapter): a check's printed line, the measured value beside its verdict;
 - ``claims``, ``claim_checks``, ``claims_tables``: every claim of the sources the book
   checks, the one function that settles each (run by its chapter, by chapter 17 and for
