@@ -313,9 +313,11 @@ def test_hub_embeddings_read_once_then_from_cache(hub_env, tmp_path):
     for row, token_id in zip(got, ids, strict=True):
         expected = torch.frombuffer(bytearray(table_row(token_id)), dtype=torch.bfloat16)
         assert torch.equal(row, expected.float())
-    # one metadata request, two for the header, one per distinct row
+    # one metadata request, two for the header, one per distinct row; counted, not ordered:
+    # the local Hub logs a request after answering it, so on a busy machine the next one can
+    # be logged first
     table = [r.method for r in hub_env.requests if r.path.endswith("/model.safetensors")]
-    assert table == ["HEAD", "GET", "GET", "GET", "GET"]
+    assert sorted(table) == ["GET", "GET", "GET", "GET", "HEAD"]
     hub_env.reset()
     again = llama.hub_embeddings([128255, 5679], TOKEN, cache=cache)
     assert not hub_env.bytes_for("model.safetensors"), "cached rows were fetched again"
