@@ -303,8 +303,9 @@ def test_rotation_animation_starts_on_a_frame_with_a_trail():
     fig = anim._fig
     assert fig.dpi == 20 and fig.texts[0].get_text() == "query at position p = 6"
     assert len(fig.axes[0].collections[0].get_offsets()) == 7  # positions 0 .. 6
-    # one loop, entered at position 6: 6 .. 9, then 0 .. 5
-    assert list(anim._iter_gen()) == [6, 7, 8, 9, 0, 1, 2, 3, 4, 5]
+    # the frames in position order, the player (and its slider) opened on position 6
+    assert list(anim._iter_gen()) == list(range(10)) and anim.start_frame == 6
+    assert ".set_frame(6);" in pe.plots.animation_html(anim).data
     default = rv.rotation_animation(8, (0,), dpi=20)
     assert default._fig.texts[0].get_text() == "query at position p = 2"
     assert rv.rotation_animation(3, (0,))._fig.dpi == pe.plots.CSS_DPI

@@ -1089,14 +1089,15 @@ def rotation_animation(
 
     Frame ``p`` shows each followed pair of the query at position ``p`` (an arrow) and
     where it was at the earlier positions (fading dots): a fast pair sweeps round the
-    circle, a slow one creeps. The length never changes. The player loops, and its first
-    frame is position ``start``, which already shows a trail; after the last position it
-    goes on from position 0.
+    circle, a slow one creeps. The length never changes. The frames run over the positions
+    in order and loop; the player opens on position ``start``, which already shows a trail,
+    with its slider there too (the animation's ``start_frame``, which
+    :func:`posenc.plots.animation_html` reads).
 
     Args:
         num_positions, pairs, dim, base, vector: as :func:`rotation_frames`; at most two
             pairs (panels side by side).
-        start: the position of the first frame, ``0 .. num_positions - 1`` (default: a
+        start: the position the player opens on, ``0 .. num_positions - 1`` (default: a
             quarter of the way, ``num_positions // 4``).
         dpi: resolution of each frame, 20 .. :data:`posenc.plots.CSS_DPI` (the default:
             the player is shown at column width, its text as large as a static figure's).
@@ -1162,6 +1163,7 @@ def rotation_animation(
             changed += [trail, arrow, label]
         return changed
 
-    order = [*range(start, num_positions), *range(start)]  # a loop, entered at start
-    update(order[0])
-    return FuncAnimation(fig, update, frames=order, interval=250, repeat=True)
+    update(start)
+    anim = FuncAnimation(fig, update, frames=num_positions, interval=250, repeat=True)
+    anim.start_frame = start
+    return anim

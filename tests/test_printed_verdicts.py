@@ -1,0 +1,65 @@
+"""A printed verdict carries the value it measured (chapters 4, 5, 6, 9 and 12).
+
+A line of a chapter's stored output that ends in ``True`` or ``False`` must also print a
+number: ``largest difference < 1e-12 (allclose: True)``, not ``matrix == pair by pair:
+True``. Any number counts, so a threshold printed without its measurement passes: the test
+catches bare verdicts, not every weak one. Lines whose value is itself a yes or no (a
+structural fact, such as "same tokens, same offset") are listed by chapter.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = ["04", "05", "06", "09", "12"]
+
+YES_OR_NO = {
+    "06": ["exactly those with m == n: True"],
+    "09": ["same Dog and Cat tokens, same offset in both: True"],
+    "12": ["finite at position 1,000,000: True"],
+}
+
+VERDICT = re.compile(r"\b(True|False)\)?\s*$")
+# a measured value: a number that is not part of a name ("R_7", "PE(p)", "2-D")
+NUMBER = re.compile(r"(?<![\w(])(?:[<>] )?\d+(?:\.\d+)?(?:e[+-]\d+)?(?![\w)])")
+
+
+def _printed_lines(number: str) -> list[str]:
+    path = next((ROOT / "notebooks").glob(f"{number}_*.ipynb"))
+    lines = []
+    for cell in json.loads(path.read_text())["cells"]:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream":
+                lines += "".join(output["text"]).splitlines()
+    return lines
+
+
+def bare_verdicts(lines: list[str], allowed: list[str]) -> list[str]:
+    """The lines that end in a verdict without a number in them, and not allowed."""
+    return [
+        line
+        for line in lines
+        if VERDICT.search(line)
+        and not NUMBER.search(VERDICT.sub("", line))
+        and not any(line.rstrip().endswith(a) for a in allowed)
+    ]
+
+
+@pytest.mark.parametrize("number", CHAPTERS)
+def test_every_verdict_prints_its_value(number):
+    assert bare_verdicts(_printed_lines(number), YES_OR_NO.get(number, [])) == []
+
+
+def test_a_bare_verdict_would_be_caught():
+    lines = [
+        "max error < 1e-12: True",  # has a number: passes
+        "matrix == pair by pair: True",  # bare
+        "M_5 M_11 == M_16: False",  # names hold digits, but no value: bare
+        "largest difference 0 (equal: True)",
+    ]
+    assert bare_verdicts(lines, []) == [lines[1], lines[2]]
