@@ -474,9 +474,9 @@ def _check_relative_identity() -> Finding:
 def _check_matrix_vs_elementwise() -> Finding:
     from posenc.book.rope_views import elementwise_rope  # the post's formula, written out
 
-    dim = 16
+    dim = 64
     theta = rope_inv_freq(dim)  # [D/2]
-    positions = list(range(-5, 6))
+    positions = [0, 1, 2, 3, 7, 10, 31, 100, 1000, 4096, 131071, -1, -2, -5, -100, -9999]
     x = torch.randn(dim, generator=_gen(), dtype=torch.float64)
     agree = []
     for p in positions:
