@@ -636,3 +636,21 @@ def test_a_cpu_run_of_small_cases_has_no_target_to_check(result):
         peers.targets(result, dtype="bf16")
     with pytest.raises(TypeError, match="result must be a dict"):
         peers.targets(result["rows"])
+
+
+def test_every_number_chapter_13_quotes_is_in_one_of_its_outputs():
+    """A decimal or a percentage in chapter 13's prose is one a reader finds in an output of
+    the chapter (the versions of the stored run's software and Llama's apart)."""
+    path = _ROOT / "notebooks" / "13_fast_rope.ipynb"
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    shown = " ".join(
+        "".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/html", ""))
+        for c in cells
+        if c["cell_type"] == "code"
+        for o in c["outputs"]
+    )
+    words = set(re.findall(r"[\d.]+%?", shown))
+    quoted = set(re.findall(r"(?<![\w.])(\d+\.\d+%?|\d+%)(?!\w|\.\d)", _chapter_13_prose()))
+    names = {"2.11", "3.6", "5.17", "0.8.5", "3.2"}  # torch, Triton, transformers; Llama 3.2
+    assert quoted - names, "the prose quotes no number"
+    assert quoted - names <= words, sorted(quoted - names - words)
