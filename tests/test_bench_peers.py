@@ -8,6 +8,8 @@ import copy
 import io
 import json
 import math
+import re
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pytest
@@ -15,7 +17,7 @@ import torch
 
 from posenc import rope
 from posenc.bench import __main__ as cli
-from posenc.bench import peers
+from posenc.bench import measured, peers
 
 
 @pytest.fixture(scope="module")
@@ -311,25 +313,61 @@ def test_each_case_is_printed_as_it_is_measured():
     assert "posenc half in place" in lines[0] and "x copy_" in lines[0]
 
 
+_ROOT = Path(__file__).resolve().parents[1]
+
+
 def _chapter_13_prose() -> str:
     """Chapter 13's markdown, its whitespace made single spaces."""
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "notebooks" / "13_fast_rope.ipynb"
+    path = _ROOT / "notebooks" / "13_fast_rope.ipynb"
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     text = " ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
     return " ".join(text.split())
 
 
-def test_the_stored_gpu_run_bears_out_chapter_13():
-    """Every number chapter 13 quotes from the stored H100 run, read from the chapter's prose
-    and computed from the run as the prose rounds it (so that a changed number in either
-    fails): speeds, training ratios, errors and the model's shares. The run's host times
-    measured a launch path since removed: the chapter names the run's commit and quotes
-    none of them."""
+def _appendix() -> tuple[str, str]:
+    """The appendix page's prose (its tables taken out) and its tables, each with its
+    whitespace made single spaces."""
+    page = measured.PAGE.read_text(encoding="utf-8")
+    blocks = [m.group(3) for m in measured._BLOCK.finditer(page)]
+    prose = measured._BLOCK.sub("", page)
+    return " ".join(prose.split()), " ".join(" ".join(blocks).split())
+
+
+def test_the_appendix_holds_the_tables_of_the_stored_run():
+    """The page's tables are what ``measured.tables`` makes of the stored run, one of each;
+    a table edited by hand, or a run stored anew, fails here."""
+    page = measured.PAGE.read_text(encoding="utf-8")
+    names = [m.group(2) for m in measured._BLOCK.finditer(page)]
+    assert sorted(names) == sorted(measured.tables()), "one block per table"
+    assert measured.fill(page) == page, "run python -m posenc.bench.measured"
+    edited = page.replace(">0.97<", ">0.99<", 1)
+    assert edited != page and measured.fill(edited) == page
+    with pytest.raises(ValueError, match="table name must be one of"):
+        measured.fill("<!-- table: nowhere -->\n<!-- end table -->")
+
+
+def test_every_number_the_appendix_quotes_is_in_one_of_its_tables():
+    """A decimal or a percentage in the prose is one a reader finds in a table on the page
+    (the run's versions and the bfloat16 unit apart)."""
+    prose, tables = _appendix()
+    cells = set(re.findall(r">([^<>]*)<", tables))
+    words = set(re.findall(r"[\d.]+%?", " ".join(cells)))
+    quoted = set(re.findall(r"(?<![\w.])(\d+\.\d+%?|\d+%)(?!\w|\.\d)", prose))
+    versions = {"2.11.0", "3.6.0", "5.17.0", "0.8.5", "13.0"}
+    assert quoted - versions, "the prose quotes no number"
+    assert quoted - versions <= words, sorted(quoted - versions - words)
+
+
+def test_the_stored_gpu_run_bears_out_its_prose():
+    """Every number the appendix and chapter 13 quote from the stored H100 run, read from
+    their prose and computed from the run as the prose rounds it (so that a changed number in
+    either fails): speeds, training ratios, errors and the model's shares. The run's host
+    times measured a launch path since removed: both name the run's commit and quote none of
+    them."""
     result = peers.stored("h100")
     assert result["machine"]["device"] == "NVIDIA H100 80GB HBM3"
-    prose = _chapter_13_prose()
+    prose, _ = _appendix()
+    chapter = _chapter_13_prose()
     rows = [r for r in result["rows"] if "us" in r]
 
     def pick(case=None, name=None, memory="model view", pass_="forward", dtype="bfloat16"):
@@ -343,125 +381,94 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
         assert found, (case, name, memory, pass_, dtype)
         return found
 
+    def one(case, name, **kwargs):  # the row of exactly that implementation
+        (row,) = [r for r in pick((case,), name, **kwargs) if r["implementation"] == name]
+        return row
+
+    def ratio(case, name, **kwargs):
+        return format(one(case, name, **kwargs)["copy_ratio"], ".2f")
+
     def span(found, key="copy_ratio", spec=".2f"):
         values = [format(r[key], spec) for r in found]
         return min(values, key=float), max(values, key=float)
 
-    def says(phrase):
-        assert phrase in prose, phrase
+    def says(phrase, text=prose):
+        assert phrase in text, phrase
 
-    def spoken(found, key="copy_ratio", spec=".2f"):
-        lo, hi = span(found, key, spec)
-        return lo if lo == hi else f"{lo} to {hi}"
-
-    def made(name):  # the rows of posenc with angles made beforehand, or without
-        return name.startswith("posenc") and name.endswith(", angles")
-
-    def own(name):
-        return name.startswith("posenc") and not name.endswith(", angles")
+    for text in (prose, chapter):
+        says("commit 72bbae9", text)
+        assert "11 to 30 µs" not in text and "posenc.fast.host" not in text
+        assert "host µs" not in text
+    machine = result["machine"]
+    versions = [machine[k].split("+")[0] for k in ("torch", "triton", "transformers")]
+    says(f"torch {versions[0]} (CUDA 13.0), Triton {versions[1]}, transformers {versions[2]}")
+    says(f"Liger-Kernel {machine['liger_kernel']}")
 
     large = ("B=8, T=4k, D=128", "B=1, T=32k, D=128")
     lo, hi = span(pick(large, "posenc"))
     says(f"kernel runs at {lo} to {hi} of the copy's speed in its six forms")
-    a, b = (format(pick((c,), "liger")[0]["copy_ratio"], ".2f") for c in large)
+    assert len({r["implementation"] for r in pick(large, "posenc")}) == 6
+    a, b = (ratio(c, "liger in place") for c in large)
     (compiled,) = {format(r["copy_ratio"], ".2f") for r in pick(large, "transformers compiled")}
     (eager,) = {format(r["copy_ratio"], ".2f") for r in pick(large, "transformers eager")}
     says(f"Liger's at {a} and {b}, transformers' compiled function at {compiled}")
     says(f"several passes over the data, at {eager}.")
-    small = ("B=1, T=4k, D=64", "B=1, T=4k, D=128")
-    liger = [format(pick((c,), "liger")[0]["copy_ratio"], ".2f") for c in small]
-    in_place = [
-        [r for r in pick((c,), "posenc") if "in place" in r["implementation"]] for c in small
-    ]
-    ours = [spoken([r for r in rows_ if own(r["implementation"])]) for rows_ in in_place]
-    read = [spoken([r for r in rows_ if made(r["implementation"])]) for rows_ in in_place]
+    (made,) = {ratio(c, "posenc half in place, angles") for c in large}
+    says(f"runs at {made} in place on both")
+    own = [ratio(c, "posenc half in place") for c in large]
     says(
-        f"runs at {liger[0]} and {liger[1]} of the copy's speed; posenc's, making its own, at "
-        f"{ours[0]} and {ours[1]} in place, and reading those `rope_angles` made, at {read[0]} "
-        f"and {read[1]}"
+        f"posenc's half in place at {own[0]} and {own[1]}, Liger's at {a} and {b}), while "
+        f"transformers' eager function, several passes over the data, reaches {eager}",
+        chapter,
+    )
+    small = ("B=1, T=4k, D=64", "B=1, T=4k, D=128")
+    liger = [ratio(c, "liger in place") for c in small]
+    ours = [ratio(c, "posenc half in place") for c in small]
+    read = [ratio(c, "posenc half in place, angles") for c in small]
+    says(
+        f"runs at {liger[0]} and {liger[1]} of the copy's speed; posenc's, making its own "
+        f"angles, at {ours[0]} and {ours[1]} in place, and reading those `rope_angles` made, "
+        f"at {read[0]} and {read[1]}"
     )
     decode = "decode: B=64, T=1, D=128"
-    (copy,) = pick((decode,), "copy_")
-    here = pick((decode,), "posenc")
-    liger = format(pick((decode,), "liger")[0]["copy_ratio"], ".2f")
     says(
-        f"takes {copy['us']:.1f} µs, and a single kernel for both beats it: posenc's at "
-        f"{spoken([r for r in here if own(r['implementation'])])} making its angles and "
-        f"{spoken([r for r in here if made(r['implementation'])])} reading them, in place and "
-        f"out of place, Liger's at {liger}."
+        f"takes {one(decode, 'copy_')['us']:.1f} µs, and one kernel for both $q$ and $k$ "
+        f"beats it: posenc's at {ratio(decode, 'posenc half in place')} making its angles and "
+        f"{ratio(decode, 'posenc half in place, angles')} reading them, in place, Liger's at "
+        f"{ratio(decode, 'liger in place')}."
     )
-
-    def one(case, name):  # the row of exactly that implementation
-        (row,) = [r for r in pick((case,), name) if r["implementation"] == name]
-        return row
-
-    against = {
-        name: [
-            one(c, name)["copy_ratio"] / pick((c,), "liger")[0]["copy_ratio"]
-            for c in (*small, decode)
-        ]
-        for name in ("posenc half in place", "posenc half in place, angles")
-    }
-    (lo, hi), (lo_read, hi_read) = ((f"{min(v):.2f}", f"{max(v):.2f}") for v in against.values())
-    says(
-        f"runs at {lo} to {hi} of Liger's speed in these three cases making its angles, and "
-        f"{lo_read} to {hi_read} reading them, above the 0.9 its targets ask"
-    )
-    says("that form runs 2% behind the kernel that makes its own, and still 1% ahead of Liger's")
-
-    # the sizes the prose gives: q (32 heads) and k (8) in bf16, the angles' table in float32
-    def mb(batch, length, dim, heads=40, nbytes=2):
-        return batch * length * heads * dim * nbytes / 1e6
-
-    says(f"a table of {mb(8, 4096, 64, heads=2, nbytes=4):.0f} MB at B=8")
-    says(f"beside {round(2 * mb(8, 4096, 128), -1):.0f} MB of $q$ and $k$ read and written")
-    says(
-        f"$q$ and $k$ ({mb(1, 4096, 64):.0f} and {mb(1, 4096, 128):.0f} MB) fit in the GPU's 50 MB"
-    )
-    says(f"$q$ and $k$ hold {mb(64, 1, 128) * 1e6 / 1024:.0f} KB")
-    says(f"comes to {lo} to {hi} of its speed in place where the data sit in the L2 cache")
-    lo_own, hi_own = span([r for r in pick(large, "posenc") if own(r["implementation"])])
-    says(f"moves the bytes at {lo_own} to {hi_own} of the copy's speed on the large cases")
-    says("of the copy's speed on the large cases, faster than Liger-Kernel's there")
-    says("commit 72bbae9")
-    assert "11 to 30 µs" not in prose and "posenc.fast.host" not in prose
-    lo, hi = span(pick(large, "posenc", memory="contiguous"))
-    a, b = (format(pick((c,), "liger", memory="contiguous")[0]["copy_ratio"], ".2f") for c in large)
-    says(
-        f"keeps {lo} to {hi} of the copy's speed on the large cases, where Liger's falls to {a} and {b}"
-    )
-    # errors: half a unit (1/64) for posenc, a little more from float32 angles; more than a
-    # unit (1/32) for Liger's and transformers' eager function in every prefill case, and a
-    # smaller worst case for everyone at decoding
+    lo, hi = span([r for n in peers._TABLE_SERIES[:3] for r in pick(large, n, "contiguous")])
+    a, b = (ratio(c, "liger in place", memory="contiguous") for c in large)
+    says(f"keeps {lo} to {hi} of the copy's speed on the large cases, where Liger's falls to {a}")
+    says(f"falls to {a} and {b}.")
     worst = max(r["max_error"] for r in pick(None, "posenc"))
-    says(f"posenc's largest error, {worst:.3f}, is half of it")
-    training = [  # each implementation's own row (not "posenc half, angles")
-        format(r["copy_ratio"], ".2f")
+    says(f"its largest error, {worst:.3f}, is half a unit")
+    prefill = [c for c in dict.fromkeys(r["case"] for r in rows) if not c.startswith("decode")]
+    others = [
+        r["max_error"] for n in ("liger", "transformers eager") for r in pick(prefill, n)
+    ]  # more than a unit (1/32) in every prefill case
+    assert min(others) > 1 / 32
+    says(f"off by more than a unit (up to {max(others):.3f}) in the prefill cases")
+    training = [
+        ratio("B=8, T=4k, D=128", n, pass_="forward+backward")
         for n in ("posenc half", "liger in place", "transformers compiled", "transformers eager")
-        for r in pick(("B=8, T=4k, D=128",), n, pass_="forward+backward")
-        if r["implementation"] == n
     ]
     says(
         f"reaches {training[0]}, Liger's {training[1]}, transformers' compiled function "
         f"{training[2]} and its eager one {training[3]}."
     )
-    wide = pick(large, "posenc", dtype="float16") + pick(large, "posenc", dtype="float32")
-    lo, hi = span(wide)
-    says(f"where posenc stays at {lo} to {hi} of the copy's speed on the large cases")
-    one, eight, step = result["model"]
+    one_, eight, step = result["model"]
     says(
-        f"with transformers' RoPE, {one['share_transformers']:.1%} of the prefill's time at B=1 "
-        f"and {eight['share_transformers']:.1%} at B=8 goes to the rotation; with posenc's, "
-        f"{one['share_posenc']:.1%} and {eight['share_posenc']:.1%}"
+        f"With transformers' RoPE, {one_['share_transformers']:.1%} of the prefill's time at "
+        f"B=1 and {eight['share_transformers']:.1%} at B=8 goes to the rotation; with "
+        f"posenc's, {one_['share_posenc']:.1%} and {eight['share_posenc']:.1%}, against a "
+        f"noise of {one_['share_noise']:.1%} and {eight['share_noise']:.1%}"
     )
-    says(f"the median of {one['rounds']} rounds")
-    says(f"lies {one['share_noise']:.1%} and {eight['share_noise']:.1%} from zero")
-    says("posenc's shares meet the 1% it aims for, by less than that.")
+    says(f"the median of {one_['rounds']} rounds")
     says(
-        f"small with either, {step['share_transformers']:.1%} and {step['share_posenc']:.1%}, "
-        f"and one round's noise there is {step['share_noise']:.1%}"
+        f"shares are {step['share_transformers']:.1%} and {step['share_posenc']:.1%}, with a "
+        f"noise of {step['share_noise']:.1%}"
     )
-    says("posenc's is the smaller, by more than that noise.")
     table = peers.table(result, value="max_error")
     assert len(table.rows) == 5 and table.rows[2][0] == "B=8, T=4k, D=128"
     named = [name for name, span_ in table.groups[1:] for _ in range(span_)]  # each library once
@@ -471,6 +478,28 @@ def test_the_stored_gpu_run_bears_out_chapter_13():
         peers.table(result, value="speed")
     with pytest.raises(ValueError, match="name must be one of"):
         peers.stored("a100")
+
+
+def test_the_appendix_tables_show_each_form_and_each_target_measured():
+    result = peers.stored()
+    forms = measured.forms_table(result, ("B=8, T=4k, D=128",))
+    assert [row[0] for row in forms.rows] == [n.removeprefix("posenc ") for n in measured._FORMS]
+    want = {r["implementation"]: r["copy_ratio"] for r in result["rows"]
+            if (r["case"], r["dtype"], r["memory"], r["pass"])
+            == ("B=8, T=4k, D=128", "bfloat16", "model view", "forward") and "us" in r}  # fmt: skip
+    assert [row[1] for row in forms.rows] == [f"{want[n]:.2f}" for n in measured._FORMS]
+    with pytest.raises(ValueError, match="cases must be measured"):
+        measured.forms_table(result, ("B=2, T=1, D=8",))
+    targets = measured.targets_table(result)
+    checks = [c for c in peers.targets(result) if not c["check"].startswith("host")]
+    assert len(targets.rows) == len(checks) and len(checks) < len(peers.targets(result))
+    assert all(not row[0].startswith("host") for row in targets.rows)
+    missed = {**result, "rows": [{**r, "copy_ratio": r["copy_ratio"] / 2}
+                                 if r["implementation"] == "posenc half in place" and "us" in r else r
+                                 for r in result["rows"]]}  # fmt: skip
+    assert "missed" in [row[-1] for row in measured.targets_table(missed).rows]
+    with pytest.raises(ValueError, match="a case the targets read"):
+        measured.targets_table({"machine": {"device": "cpu"}, "rows": []})
 
 
 def test_the_share_table_shows_each_step_of_the_model():
@@ -607,3 +636,21 @@ def test_a_cpu_run_of_small_cases_has_no_target_to_check(result):
         peers.targets(result, dtype="bf16")
     with pytest.raises(TypeError, match="result must be a dict"):
         peers.targets(result["rows"])
+
+
+def test_every_number_chapter_13_quotes_is_in_one_of_its_outputs():
+    """A decimal or a percentage in chapter 13's prose is one a reader finds in an output of
+    the chapter (the versions of the stored run's software and Llama's apart)."""
+    path = _ROOT / "notebooks" / "13_fast_rope.ipynb"
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    shown = " ".join(
+        "".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/html", ""))
+        for c in cells
+        if c["cell_type"] == "code"
+        for o in c["outputs"]
+    )
+    words = set(re.findall(r"[\d.]+%?", shown))
+    quoted = set(re.findall(r"(?<![\w.])(\d+\.\d+%?|\d+%)(?!\w|\.\d)", _chapter_13_prose()))
+    names = {"2.11", "3.6", "5.17", "0.8.5", "3.2"}  # torch, Triton, transformers; Llama 3.2
+    assert quoted - names, "the prose quotes no number"
+    assert quoted - names <= words, sorted(quoted - names - words)
