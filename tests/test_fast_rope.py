@@ -1053,3 +1053,10 @@ def test_a_lazy_negation_is_rotated_as_its_values(shape, dtype, layout):
     cos = torch.ones(shape[-2], shape[-1] // 2, dtype=work)
     with pytest.raises(ValueError, match="lazy negation"):
         cpu_kernel.rotate(torch._neg_view(x), x.clone(), cos, cos.clone(), layout)
+
+
+def test_rope_qk_names_a_missing_k_once_its_tables_are_cached():
+    q = torch.randn(1, 2, 4, 8)
+    kernels.rope_qk(q, q.clone())  # the tables of this call now cached: the C loop's way
+    with pytest.raises(TypeError, match=r"k must be a torch\.Tensor"):
+        kernels.rope_qk(q, None)

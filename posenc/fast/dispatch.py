@@ -359,7 +359,12 @@ def rope_qk(
         True
     """
     check_bool("inplace", inplace)
-    tables = _c_tables(q, positions, base, inv_freq, layout, offset, inplace, k)
+    # k=None would read as "no k" there: anything but a tensor goes the general way, checked
+    tables = (
+        _c_tables(q, positions, base, inv_freq, layout, offset, inplace, k)
+        if type(k) is torch.Tensor
+        else None
+    )
     if tables is not None:  # the C loop, arguments checked when the tables were made
         lib, threads = cpu_kernel._state["lib"], torch.get_num_threads()
         if not inplace:
