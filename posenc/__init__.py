@@ -38,7 +38,7 @@ The package has its layers (``posenc/README.md`` draws them):
   cached tables), opt-in, and measured by ``python -m posenc.bench``;
 - **the training experiment**, :mod:`posenc.train`: small decoders trained from scratch
   with each encoding of the core and measured past their training length (torch alone);
-- **the book**, :mod:`posenc.book`, :mod:`posenc.plots`, :mod:`posenc.table` and
+- **the book**, :mod:`posenc.book`, :mod:`posenc.display.plots`, :mod:`posenc.display.table` and
   :mod:`posenc.bench`: each chapter's views, figures, tables, animations and playgrounds;
   all but ``table`` need the ``book`` extra, and say so on import when it is missing.
 
@@ -82,15 +82,14 @@ _SUBMODULES = (
     "device",
     "encodings",
     "data",
+    "display",
     "fast",
-    "plots",
     "precision",
     "properties",
     "relative",
     "rope",
     "rotation",
     "scaling",
-    "table",
     "train",
 )
 
@@ -101,6 +100,8 @@ def __getattr__(name: str):
         return importlib.import_module(f"posenc.{name}")
     if name in ("llama", "smol"):  # the data readers, as the chapters name them
         return importlib.import_module(f"posenc.data.{name}")
+    if name in ("plots", "table"):  # the figures and tables, as the chapters name them
+        return importlib.import_module(f"posenc.display.{name}")
     raise AttributeError(f"module 'posenc' has no attribute {name!r}")
 
 

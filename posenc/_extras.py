@@ -2,7 +2,7 @@
 
 ``pip install posenc`` brings torch alone: the core's mathematics needs nothing more. The
 Llama 3.2 and SmolLM2 loaders (:mod:`posenc.data.llama`, :mod:`posenc.data.smol`), the figures and
-the chapters' helpers (:mod:`posenc.plots`, :mod:`posenc.book`) and the benchmark
+the chapters' helpers (:mod:`posenc.display.plots`, :mod:`posenc.book`) and the benchmark
 (:mod:`posenc.bench`) need the ``book`` extra. Where one of its packages is missing they say
 so, naming what asked, what is missing and the command, instead of a bare
 ``ModuleNotFoundError`` from deep inside.

@@ -404,7 +404,7 @@ def table_cells(
 ) -> tuple[list[str], list[list[str]]]:
     """The heading and rows of :func:`format_table`, as strings, for a table of one's own.
 
-    ``posenc.table.Table(*table_cells(results), caption=...)`` shows them as a captioned
+    ``posenc.display.table.Table(*table_cells(results), caption=...)`` shows them as a captioned
     HTML table in a notebook.
 
     Args:

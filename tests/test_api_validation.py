@@ -71,7 +71,12 @@ POSENC_DIR = Path(posenc.__file__).resolve().parent
 def short_name(module: str) -> str:
     """``posenc.book.bits`` -> ``bits``, ``posenc.fast.forms`` -> ``forms``: the names
     the tables below use (module names are unique across the layers)."""
-    return module.removeprefix("posenc.").removeprefix("book.").removeprefix("fast.")
+    return (
+        module.removeprefix("posenc.")
+        .removeprefix("book.")
+        .removeprefix("fast.")
+        .removeprefix("display.")
+    )
 
 
 def public_modules() -> dict[str, types.ModuleType]:
@@ -406,7 +411,7 @@ base("context.span_basis", rows=lambda: _randn(3, 4))
 base(
     "plots.colorbar_below",
     image=lambda: plt.figure().add_subplot().imshow([[0.0, 1.0]]),
-    axes=lambda: posenc.plots.figure(1, 2)[1],
+    axes=lambda: posenc.display.plots.figure(1, 2)[1],
 )
 base(
     "table.Table",
@@ -1072,7 +1077,7 @@ INSTANCES: dict[str, Callable[[], object]] = {
     "precision.Recipe": lambda: posenc.precision.RECIPES["fp32 angles"],
     "properties.Verdict": lambda: posenc.properties.Verdict(True, 0.0, "max error"),
     "rope_nd_views.OffsetCheck": lambda: posenc.book.rope_nd_views.OffsetCheck(4, 3, 0.0, 0.0),
-    "plots.Layout": lambda: posenc.plots.Layout(784.0, 12.0, "x", 400.0, 2),
+    "plots.Layout": lambda: posenc.display.plots.Layout(784.0, 12.0, "x", 400.0, 2),
     "train.model.TinyDecoder": _tiny_decoder,
     "train.run.Settings": _tiny_settings,
     "training_views.Spread": lambda: posenc.book.training_views.Spread((0.5, 1.0)),

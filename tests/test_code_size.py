@@ -29,7 +29,7 @@ def test_every_module_is_in_one_layer():
     assert sum(layers.values()) == sum(n for n, _ in modules)
     paths = [p for _, p in modules]
     assert len(paths) == len(set(paths))
-    assert "posenc/plots.py" in paths and "posenc/data/llama.py" in paths
+    assert "posenc/display/plots.py" in paths and "posenc/data/llama.py" in paths
 
 
 def test_the_core_is_positional_encoding_at_most_1800_lines():

@@ -459,7 +459,7 @@ def test_explorer_takes_the_theme_colours(browser, tmp_path):
             assert tab.problems() == []
         finally:
             tab.context.close()
-    assert colours["light"][0] == "rgb(31, 36, 48)"  # the book's ink, posenc.plots.COLORS
+    assert colours["light"][0] == "rgb(31, 36, 48)"  # the book's ink, posenc.display.plots.COLORS
     assert all(a != b for a, b in zip(colours["light"], colours["dark"], strict=True)), colours
 
 

@@ -2,7 +2,7 @@
 
 Each public function that draws (a name ending in ``_figure`` or ``_animation``, and
 ``plots.token_heatmap`` / ``plots.overlay_vectors``) is called with the valid arguments of
-the API walk, and its figure is measured as the book displays it (:func:`posenc.plots.layout`):
+the API walk, and its figure is measured as the book displays it (:func:`posenc.display.plots.layout`):
 as wide as the text column, no text under ``MIN_TEXT_PX``, no panel under ``MIN_PANEL_PX``,
 at most ``MAX_LINES`` lines per axes.
 """
@@ -13,7 +13,7 @@ import pytest
 from matplotlib.animation import Animation
 from test_api_validation import TARGETS, valid_call
 
-from posenc import plots
+from posenc.display import plots
 
 pytestmark = pytest.mark.filterwarnings("ignore:Animation was deleted without rendering")
 

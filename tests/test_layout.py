@@ -1,11 +1,11 @@
 """The package's layers, read from its source (posenc/README.md draws them).
 
-- the core (``posenc/*.py`` but ``plots`` and ``table``) imports only the core;
+- the core (``posenc/*.py``) imports only the core;
 - ``posenc.data`` (the Llama 3.2 and SmolLM2 readers) imports the core and itself;
 - ``posenc.fast`` imports the core, never the data nor the chapters' helpers
-  (``posenc.book``, ``posenc.plots``);
+  (``posenc.book``, ``posenc.display``);
 - ``posenc.train`` (the training experiment) imports the core and torch alone;
-- ``posenc.book``, ``posenc.plots``, ``posenc.table`` and ``posenc.bench`` import anything
+- ``posenc.book``, ``posenc.display`` and ``posenc.bench`` import anything
   below them;
 - the import graph has no cycle, counting imports inside functions too;
 - importing the core loads no plotting, widget, symbolic or model library.
@@ -28,8 +28,7 @@ NOT_CORE = (
     "posenc.data",
     "posenc.fast",
     "posenc.book",
-    "posenc.plots",
-    "posenc.table",
+    "posenc.display",
     "posenc.bench",
     "posenc.train",
 )
@@ -149,7 +148,7 @@ def test_the_data_imports_only_the_core_and_itself(name):
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("posenc.fast")))
 def test_the_fast_path_imports_no_book_helpers(name):
     for module, _ in imports(MODULES[name]):
-        assert not module.startswith(("posenc.book", "posenc.plots", "posenc.data")), (
+        assert not module.startswith(("posenc.book", "posenc.display", "posenc.data")), (
             f"{name} imports {module}"
         )
 
@@ -197,7 +196,7 @@ asks = {{
     "posenc.data.llama.offline_tokenizer": lambda: pe.llama.offline_tokenizer(),
     "posenc.data.smol.load": lambda: pe.smol.load("offline"),
     "posenc.data.smol.read_gguf_tensor": lambda: pe.smol.read_gguf_tensor("x.gguf", "t"),
-    "posenc.plots": lambda: pe.plots,
+    "posenc.display.plots": lambda: pe.plots,
     "posenc.book": lambda: importlib.import_module("posenc.book.rope_views"),
     "posenc.bench": lambda: runpy.run_module("posenc.bench", run_name="__main__"),
 }}

@@ -10,8 +10,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posenc import plots, rope, scaling
+from posenc import rope, scaling
 from posenc.book import llama_rope
+from posenc.display import plots
 
 even_dims = st.integers(1, 12).map(lambda h: 2 * h)
 

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from posenc.table import Table
+from posenc.display.table import Table
 
 COLUMNS = ["case", "time (µs)", "half", "interleaved in place", "eager", "compiled"]
 GROUPS = [("", 2), ("posenc", 2), ("transformers", 2)]

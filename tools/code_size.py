@@ -17,13 +17,10 @@ import tokenize
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-#: The modules of posenc/*.py that belong to the book's layer, not to the core.
-SCENERY = ("plots.py", "table.py")
-
 #: Each layer of posenc/README.md, as (name, folder relative to posenc/, whole subtree?).
 LAYERS = (
     ("core posenc/*.py", "", False),
-    ("plots.py, table.py", "", False),
+    ("posenc/display", "display", True),
     ("posenc/data", "data", True),
     ("posenc/fast", "fast", True),
     ("posenc/train", "train", True),
@@ -96,8 +93,6 @@ def measure(
     for name, folder, subtree in LAYERS:
         base = package / folder
         files = sorted(base.rglob("*.py") if subtree else base.glob("*.py"))
-        if not subtree:  # posenc/*.py: the core, or the book's two modules beside it
-            files = [f for f in files if (f.name in SCENERY) == (name != LAYERS[0][0])]
         total = 0
         for path in files:
             n = code_lines(path.read_text(encoding="utf-8"))

@@ -47,7 +47,7 @@ def forms_table(result: dict, cases: tuple[str, ...], *, dtype: str = "bfloat16"
         dtype: which dtype's rows (the model's layout, forward pass).
 
     Returns:
-        A :class:`posenc.table.Table`: a row per form, ``-`` where a form did not run.
+        A :class:`posenc.display.table.Table`: a row per form, ``-`` where a form did not run.
 
     Raises:
         ValueError: if a case has no ``copy_`` row in ``result``.
@@ -59,7 +59,7 @@ def forms_table(result: dict, cases: tuple[str, ...], *, dtype: str = "bfloat16"
         >>> forms_table({"machine": {"device": "gpu"}, "rows": rows}, ("c",)).rows[2]
         ['half', '0.98']
     """
-    from posenc.table import Table
+    from posenc.display.table import Table
 
     found = {
         (r["case"], r["implementation"]): r["copy_ratio"]
@@ -93,7 +93,7 @@ def targets_table(result: dict, *, dtype: str = "bfloat16"):
         dtype: which dtype's rows.
 
     Returns:
-        A :class:`posenc.table.Table`: a row per check and case, with the value, the goal and
+        A :class:`posenc.display.table.Table`: a row per check and case, with the value, the goal and
         whether it was met (with the check's note, where it has one).
 
     Raises:
@@ -107,7 +107,7 @@ def targets_table(result: dict, *, dtype: str = "bfloat16"):
         >>> targets_table({"machine": {"device": "gpu"}, "rows": rows}).rows[0]
         ['in place / copy_', 'B=8, T=4k, D=128', '0.980', '≥ 0.97', 'met']
     """
-    from posenc.table import Table
+    from posenc.display.table import Table
 
     checks = [c for c in peers.targets(result, dtype=dtype) if not c["check"].startswith("host")]
     if not checks:

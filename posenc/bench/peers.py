@@ -719,7 +719,7 @@ def table(
             ``pass_`` ``"forward"`` or ``"forward+backward"``).
 
     Returns:
-        A :class:`posenc.table.Table`: a row per case, with the time of ``copy_`` and a
+        A :class:`posenc.display.table.Table`: a row per case, with the time of ``copy_`` and a
         column per implementation (``-`` where it did not run).
 
     Raises:
@@ -731,7 +731,7 @@ def table(
         >>> print(table({"machine": {"device": "cpu"}, "rows": [row]}).rows)
         [['c', '2.0', '-', '-', '-', '-', '-', '-']]
     """
-    from posenc.table import Table
+    from posenc.display.table import Table
 
     if value not in _VALUES:
         raise ValueError(f"value must be one of {tuple(_VALUES)}, got {value!r}")
@@ -772,7 +772,7 @@ def share_table(result: dict):
         result: what :func:`run` and :func:`model_share` wrote (or :func:`stored`).
 
     Returns:
-        A :class:`posenc.table.Table`: a row per step, with the forward pass's time (ms)
+        A :class:`posenc.display.table.Table`: a row per step, with the forward pass's time (ms)
         with no RoPE, with transformers' and with posenc's (each the median of its rounds),
         and RoPE's share of the time for each, ``(with - without) / with`` (as
         :func:`model_share` measures it: the median of the rounds' own shares, which need
@@ -789,7 +789,7 @@ def share_table(result: dict):
         >>> share_table({"machine": {"device": "cpu"}, "model": [step]}).rows
         [['prefill B=1, T=8', '9.00', '10.00', '9.10', '10.0%', '1.1%']]
     """
-    from posenc.table import Table
+    from posenc.display.table import Table
 
     keys = ("step", "ms_none", "ms_transformers", "ms_posenc", "share_transformers", "share_posenc")
     steps = result.get("model") if isinstance(result, dict) else None
@@ -1035,7 +1035,7 @@ def figure(result: dict, *, dtype: str = "bfloat16", memory: str = "model view")
         ...            copy_ratio=0.9, note="")
         >>> plt.close(figure({"machine": {"device": "cpu"}, "rows": [{**row, "pass": "forward"}]}))
     """
-    from posenc import plots
+    from posenc.display import plots
 
     rows = [
         r

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import matplotlib as mpl
 
-from posenc import plots
 from posenc.bench import BOUNDS, IMPLEMENTATIONS, REFERENCE, TARGET_SHAPE, rows_where
-from posenc.table import Table
+from posenc.display import plots
+from posenc.display.table import Table
 
 __all__ = [
     "TIME_LINES",
@@ -48,7 +48,7 @@ _STYLE = {
     "apply_rope": ("blue", "-"),
     "apply_rope_": ("green", "-"),
 }
-"""Colour (a key of :data:`posenc.plots.COLORS`) and line style of the usual lines."""
+"""Colour (a key of :data:`posenc.display.plots.COLORS`) and line style of the usual lines."""
 
 _SPARE = ("purple", "sky", "orange", "blue", "green", "red")
 
@@ -207,7 +207,7 @@ def table(result: dict, **match) -> Table:
         **match: filters, e.g. ``length=2048``.
 
     Returns:
-        A :class:`posenc.table.Table`; the last expression of a notebook cell shows it.
+        A :class:`posenc.display.table.Table`; the last expression of a notebook cell shows it.
 
     Raises:
         TypeError: if ``result`` is not a result of :func:`posenc.bench.run`.
@@ -289,7 +289,7 @@ def targets_table(checks: Sequence[dict]) -> Table:
         checks: what :func:`target_report` returned.
 
     Returns:
-        A :class:`posenc.table.Table`: target, layout, measured value, goal, verdict.
+        A :class:`posenc.display.table.Table`: target, layout, measured value, goal, verdict.
 
     Raises:
         TypeError: if ``checks`` is not a sequence of the dicts :func:`target_report` makes.
@@ -436,7 +436,7 @@ def time_figure(
 
     The two bounds (dashed) and transformers (dotted, always in the half layout) are drawn
     whatever ``layout``; every other name in ``layout``. Names without timed rows are left
-    out. At most :data:`posenc.plots.MAX_LINES` lines: pass the ones the text discusses
+    out. At most :data:`posenc.display.plots.MAX_LINES` lines: pass the ones the text discusses
     (:func:`ratio_figure` shows every implementation).
 
     Args:
@@ -568,7 +568,7 @@ def sweep_figure(sweep: dict):
 
     Args:
         sweep: what :func:`posenc.bench.dimension_sweep` returned (``"dims"`` and ``"ms"``;
-            at most :data:`posenc.plots.MAX_LINES` - 2 implementations).
+            at most :data:`posenc.display.plots.MAX_LINES` - 2 implementations).
 
     Returns:
         A matplotlib figure.

@@ -1,7 +1,7 @@
 """posenc.book: the chapters' scenery, one module per chapter or topic.
 
 Views, figures, animations, playgrounds, the summary and the claims. Each module imports
-the core (``posenc``) and :mod:`posenc.plots`; the core never imports this subpackage. A
+the core (``posenc``) and :mod:`posenc.display.plots`; the core never imports this subpackage. A
 chapter imports what it draws with, e.g. ``from posenc.book import rope_views``.
 
 - ``property_table`` (chapter 2): the five properties, one measure per column;

@@ -8,7 +8,7 @@ One static figure shows the path of the binary codes in 3-D and the length of ea
 Each animation is a ``matplotlib.animation.FuncAnimation`` of at most
 :data:`MAX_FRAMES` frames, as wide as the book's column and drawn at :data:`DPI` (the CSS
 size of the static figures, so their text is as large), small enough to embed in the HTML
-book with :func:`posenc.plots.animation_html`. Each opens on a frame that already shows its
+book with :func:`posenc.display.plots.animation_html`. Each opens on a frame that already shows its
 point (the finished picture), then plays its frames in order and loops.
 """
 
@@ -24,9 +24,9 @@ from matplotlib.animation import FuncAnimation
 from matplotlib.lines import Line2D
 from mpl_toolkits.mplot3d.art3d import Line3DCollection
 
-from posenc import plots
 from posenc._validate import check_int, check_positions, check_sequence, check_str
 from posenc.book.bits import step_lengths, to_bitstring
+from posenc.display import plots
 from posenc.encodings import binary_encoding, integer_encoding
 
 __all__ = [
@@ -346,7 +346,7 @@ def binary_path_figure(
         compare_label: its legend label.
 
     Returns:
-        The figure (show it with :func:`posenc.plots.show`).
+        The figure (show it with :func:`posenc.display.plots.show`).
 
     Raises:
         TypeError: if an argument has the wrong type.
@@ -460,7 +460,7 @@ def _animate(fig, draw, frames: int, *, first: int) -> FuncAnimation:
 
     The frames play in order, ``0 .. frames - 1``, looping. The player opens on frame
     ``first`` (a frame that already shows the point) with its slider there too: the
-    animation's ``start_frame``, which :func:`posenc.plots.animation_html` reads.
+    animation's ``start_frame``, which :func:`posenc.display.plots.animation_html` reads.
     """
 
     def styled(frame: int) -> None:

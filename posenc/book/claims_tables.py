@@ -8,7 +8,7 @@
   text column on any screen; :func:`update_claims_page` rewrites the list between the
   page's two markers.
 
-Chapter 17's tallies and lists are :class:`posenc.table.Table` objects: captioned HTML
+Chapter 17's tallies and lists are :class:`posenc.display.table.Table` objects: captioned HTML
 tables in a notebook, aligned text when printed.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from posenc._validate import _got, check_int, check_str_sequence
 from posenc.book.claim_checks import CAVEAT, HOLDS, VERDICTS, WRONG, Finding
 from posenc.book.claims import CLAIMS, SOURCES, Claim, _check_claims
-from posenc.table import Table
+from posenc.display.table import Table
 
 __all__ = [
     "claims_markdown",
@@ -307,7 +307,7 @@ def format_source_tally(tally: Mapping[str, Mapping[str, int]]) -> Table:
         tally: ``{source key: {verdict: count}}``.
 
     Returns:
-        A :class:`posenc.table.Table`, one row per source: its short name, then the number
+        A :class:`posenc.display.table.Table`, one row per source: its short name, then the number
         of its claims with each verdict.
 
     Raises:
@@ -360,7 +360,7 @@ def format_findings(
         verdicts: which verdicts to list.
 
     Returns:
-        A :class:`posenc.table.Table`: the chapter that shows the claim, its source, the
+        A :class:`posenc.display.table.Table`: the chapter that shows the claim, its source, the
         claim in a few words, and what its check found (prefixed by the verdict when more
         than one verdict is listed). The long cells wrap in HTML.
 

@@ -28,7 +28,6 @@ from typing import NamedTuple
 import matplotlib as mpl
 import torch
 
-from posenc import plots
 from posenc._validate import (
     check_base,
     check_int,
@@ -39,6 +38,7 @@ from posenc._validate import (
     check_tensor,
     same_device,
 )
+from posenc.display import plots
 from posenc.encodings import sinusoidal_encoding
 from posenc.rope import apply_rope
 from posenc.rotation import rotation_matrix

@@ -61,7 +61,7 @@ _RDBU_R = (
     "#b2182b",
     "#67001f",
 )
-"""matplotlib's ``RdBu_r`` (the book's diverging map, :data:`posenc.plots.DIVERGING`) at 11
+"""matplotlib's ``RdBu_r`` (the book's diverging map, :data:`posenc.display.plots.DIVERGING`) at 11
 even steps from -1 to 1; the heat map interpolates between them."""
 
 

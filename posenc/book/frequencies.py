@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from posenc import plots, relative
+from posenc import relative
 from posenc._validate import (
     check_base,
     check_callable,
@@ -48,6 +48,8 @@ from posenc._validate import (
     check_tensor,
     same_device,
 )
+from posenc.display import plots
+from posenc.display.table import Table
 from posenc.properties import Scheme
 from posenc.rope import apply_rope, rope_inv_freq
 from posenc.scaling import (
@@ -57,7 +59,6 @@ from posenc.scaling import (
     position_interpolation_inv_freq,
     yarn_inv_freq,
 )
-from posenc.table import Table
 
 __all__ = [
     "abel_partial_sums",
@@ -170,7 +171,7 @@ def period_table(
         pairs: the pair indices to list, each in ``0 .. D/2 - 1`` (default: every pair).
 
     Returns:
-        A :class:`posenc.table.Table`, one row per pair ``i``, one period per base, in
+        A :class:`posenc.display.table.Table`, one row per pair ``i``, one period per base, in
         positions: 3 significant digits below 1,000, whole positions up to a million, then
         millions.
 
@@ -824,7 +825,7 @@ def scaling_table(freqs: dict[str, torch.Tensor], factor: float, train_length: i
         train_length: ``L``.
 
     Returns:
-        A :class:`posenc.table.Table`, one row per entry of ``freqs``.
+        A :class:`posenc.display.table.Table`, one row per entry of ``freqs``.
 
     Raises:
         TypeError, ValueError: for bad arguments.

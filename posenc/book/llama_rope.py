@@ -34,7 +34,6 @@ from typing import NamedTuple
 import matplotlib as mpl
 import torch
 
-from posenc import plots
 from posenc._validate import (
     check_base,
     check_even_dim,
@@ -47,9 +46,10 @@ from posenc._validate import (
     check_tensor,
     same_device,
 )
+from posenc.display import plots
+from posenc.display.table import Table
 from posenc.rope import apply_rope, rope_inv_freq, rope_matrix
 from posenc.scaling import llama3_inv_freq
-from posenc.table import Table
 
 __all__ = [
     "BANDS",
@@ -640,7 +640,7 @@ def band_table(
         original_max_positions: the trained context ``L``, for the turns column.
 
     Returns:
-        A :class:`posenc.table.Table`, one row per pair.
+        A :class:`posenc.display.table.Table`, one row per pair.
 
     Raises:
         TypeError, ValueError: for bad frequencies, lengths that do not match, or a pair

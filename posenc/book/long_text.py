@@ -549,7 +549,7 @@ def length_table(
     """Perplexity of each run on the text's first ``n`` tokens, for each ``n``.
 
     Returns:
-        A :class:`posenc.table.Table`: one row per run (plain RoPE first), one column per
+        A :class:`posenc.display.table.Table`: one row per run (plain RoPE first), one column per
         length, and the spread over blocks of ``size`` tokens beside each value (lowest to
         highest block).
 
@@ -557,7 +557,7 @@ def length_table(
         >>> print(length_table(stored(), [2048]).rows[0][0])
         plain RoPE
     """
-    from posenc.table import RANGE_DASH, Table
+    from posenc.display.table import RANGE_DASH, Table
 
     result = _check_result(result)
     lengths = check_int_sequence("lengths", lengths, minimum=1)
@@ -588,7 +588,7 @@ def ratio_table(result: dict, *, size: int = 512):
     """Each run against plain RoPE within its trained length, inside and past that length.
 
     Returns:
-        A :class:`posenc.table.Table`: per run, the median and the range over blocks of
+        A :class:`posenc.display.table.Table`: per run, the median and the range over blocks of
         ``size`` tokens of its perplexity over the baseline's (:func:`perplexity`'s
         ``"baseline"``) on the same tokens, in the first and second half of the text.
 
@@ -596,7 +596,7 @@ def ratio_table(result: dict, *, size: int = 512):
         >>> print(ratio_table(stored()).rows[0][0])
         plain RoPE
     """
-    from posenc.table import RANGE_DASH, Table
+    from posenc.display.table import RANGE_DASH, Table
 
     result = _check_result(result)
     check_int("size", size, minimum=1)
@@ -659,7 +659,7 @@ def ratio_figure(result: dict, names: Sequence[str] | None = None, *, size: int 
     """
     from matplotlib.ticker import FuncFormatter
 
-    from posenc import plots
+    from posenc.display import plots
 
     result = _check_result(result)
     if names is None:

@@ -10,7 +10,7 @@ the error bound) live in :mod:`posenc.precision`; this module tabulates and draw
   :func:`offset_scores`, :func:`relative_error_table`, :func:`offset_scores_figure`;
 - whether ``posenc`` follows the fix: :func:`check_table`, :func:`format_checks`.
 
-The tables the chapter shows are :class:`posenc.table.Table` objects: captioned HTML in a
+The tables the chapter shows are :class:`posenc.display.table.Table` objects: captioned HTML in a
 notebook, aligned text when printed.
 
 Shapes: ``T`` positions, ``D`` features (``D/2`` pairs), ``M`` start positions.
@@ -24,8 +24,9 @@ from collections.abc import Sequence
 import matplotlib as mpl
 import torch
 
-from posenc import plots
 from posenc._validate import check_int, check_positions, check_tensor, same_device
+from posenc.display import plots
+from posenc.display.table import Table
 from posenc.precision import (
     F64,
     RECIPES,
@@ -39,7 +40,6 @@ from posenc.precision import (
     spacing,
     stored_positions,
 )
-from posenc.table import Table
 
 __all__ = [
     "angle_error_curves",
@@ -228,7 +228,7 @@ def recipe_table(recipes: Sequence[str] = tuple(RECIPES)) -> Table:
         recipes: names in :data:`RECIPES`.
 
     Returns:
-        A :class:`posenc.table.Table`, one row per recipe.
+        A :class:`posenc.display.table.Table`, one row per recipe.
 
     Raises:
         TypeError, ValueError: for recipe names that are not in :data:`RECIPES`.
@@ -317,7 +317,7 @@ def angle_error_table(
         checkpoints: last positions (positive ints within the curves).
 
     Returns:
-        A :class:`posenc.table.Table`, one row per recipe, errors in radians with 2
+        A :class:`posenc.display.table.Table`, one row per recipe, errors in radians with 2
         significant digits (``inf``: the angle overflowed; an error can be at most
         ``pi`` = 3.1).
 
@@ -376,7 +376,7 @@ def angle_error_figure(curves: dict[str, torch.Tensor], *, bins: int = 80):
 
     Args:
         curves: the result of :func:`angle_error_curves`, at most
-            :data:`posenc.plots.MAX_LINES` recipes (one line each).
+            :data:`posenc.display.plots.MAX_LINES` recipes (one line each).
         bins: number of log-spaced bins of positions (at least 2).
 
     Returns:
@@ -518,7 +518,7 @@ def relative_error_table(
         samples: most starts taken from one range (at least 1).
 
     Returns:
-        A :class:`posenc.table.Table`: one row per offset and recipe, one column per range
+        A :class:`posenc.display.table.Table`: one row per offset and recipe, one column per range
         of starts, 2 significant digits (errors below 1e-12 shown as 0).
 
     Raises:
@@ -648,7 +648,7 @@ def check_table(checks: Sequence[RopeCheck]) -> Table:
         checks: results of :func:`check_apply_rope`.
 
     Returns:
-        A :class:`posenc.table.Table`.
+        A :class:`posenc.display.table.Table`.
 
     Raises:
         TypeError, ValueError: if ``checks`` is empty or holds something else.

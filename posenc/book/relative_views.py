@@ -27,7 +27,6 @@ from dataclasses import dataclass
 import matplotlib as mpl
 import torch
 
-from posenc import plots
 from posenc._validate import (
     check_bool,
     check_dict,
@@ -40,10 +39,11 @@ from posenc._validate import (
     check_tensor,
     same_device,
 )
+from posenc.display import plots
+from posenc.display.table import Table
 from posenc.encodings import sinusoidal_encoding
 from posenc.relative import _check_slopes, alibi_slopes, t5_bucket
 from posenc.rope import apply_rope
-from posenc.table import Table
 
 __all__ = [
     "SCHEMES",
@@ -417,7 +417,7 @@ def bucket_table(rows: Sequence[dict], *, caption: str | None = None) -> Table:
         caption: the table's caption; by default one is written from ``rows``.
 
     Returns:
-        A :class:`posenc.table.Table` (HTML in a notebook, aligned text when printed).
+        A :class:`posenc.display.table.Table` (HTML in a notebook, aligned text when printed).
 
     Raises:
         TypeError: if ``caption`` is not a string.

@@ -32,7 +32,6 @@ import matplotlib as mpl
 import matplotlib.patches
 import torch
 
-from posenc import plots
 from posenc._validate import (
     check_base,
     check_callable,
@@ -46,6 +45,7 @@ from posenc._validate import (
     check_tensor,
     same_device,
 )
+from posenc.display import plots
 from posenc.rope import _check_coords, _rotate, apply_rope, apply_rope_nd, rope_inv_freq
 
 __all__ = [

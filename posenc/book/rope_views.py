@@ -32,7 +32,6 @@ import matplotlib as mpl
 import torch
 from torch.nn import functional
 
-from posenc import plots
 from posenc._validate import (
     check_base,
     check_bool,
@@ -46,6 +45,7 @@ from posenc._validate import (
     same_device,
 )
 from posenc.attention import DemoAttention
+from posenc.display import plots
 from posenc.encodings import sinusoidal_encoding
 from posenc.rope import _check_rope_input, apply_rope, rope_inv_freq
 
@@ -526,7 +526,7 @@ def offset_sweep_figure(starts, scores: dict, *, offset: int, ax=None, title: st
     Args:
         starts: ``N`` integer start positions.
         scores: label -> ``[N]`` scores (e.g. one curve per encoding from
-            :func:`pair_scores`), at most :data:`posenc.plots.MAX_LINES` curves; with more
+            :func:`pair_scores`), at most :data:`posenc.display.plots.MAX_LINES` curves; with more
             than one, a legend below the axes names them.
         offset: the fixed distance between the two tokens (for the axis label).
         ax: axes to draw into; a new figure when None.
@@ -852,7 +852,7 @@ def playground_figure(
         m, n, pair, dim, base, seed: as :func:`playground_state`.
 
     Returns:
-        The matplotlib figure; show it with :func:`posenc.plots.show`.
+        The matplotlib figure; show it with :func:`posenc.display.plots.show`.
 
     Raises:
         TypeError, ValueError: as :func:`playground_state`.
@@ -1092,19 +1092,19 @@ def rotation_animation(
     circle, a slow one creeps. The length never changes. The frames run over the positions
     in order and loop; the player opens on position ``start``, which already shows a trail,
     with its slider there too (the animation's ``start_frame``, which
-    :func:`posenc.plots.animation_html` reads).
+    :func:`posenc.display.plots.animation_html` reads).
 
     Args:
         num_positions, pairs, dim, base, vector: as :func:`rotation_frames`; at most two
             pairs (panels side by side).
         start: the position the player opens on, ``0 .. num_positions - 1`` (default: a
             quarter of the way, ``num_positions // 4``).
-        dpi: resolution of each frame, 20 .. :data:`posenc.plots.CSS_DPI` (the default:
+        dpi: resolution of each frame, 20 .. :data:`posenc.display.plots.CSS_DPI` (the default:
             the player is shown at column width, its text as large as a static figure's).
 
     Returns:
         A ``matplotlib.animation.FuncAnimation``; display it with
-        :func:`posenc.plots.animation_html`.
+        :func:`posenc.display.plots.animation_html`.
 
     Raises:
         TypeError, ValueError: as :func:`rotation_frames`, or for more than two pairs, a

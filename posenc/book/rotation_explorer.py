@@ -17,8 +17,8 @@ import math
 import matplotlib as mpl
 import torch
 
-from posenc import plots
 from posenc._validate import check_real_pair
+from posenc.display import plots
 from posenc.rotation import rotation_matrix
 
 __all__ = ["draw_rotation", "rotation_animation", "rotation_explorer"]
@@ -139,7 +139,7 @@ def draw_rotation(angle: float = 45.0, vector=(1.0, 0.0)):
         vector: the vector ``v`` as ``(x, y)`` (a pair of numbers or a 2-element tensor).
 
     Returns:
-        The matplotlib figure; show it with :func:`posenc.plots.show`.
+        The matplotlib figure; show it with :func:`posenc.display.plots.show`.
 
     Raises:
         TypeError: if ``angle`` or an entry of ``vector`` is not a real number.
@@ -216,11 +216,11 @@ def rotation_animation(vector=(1.0, 0.5), *, frames: int = 24, dpi: int = plots.
         vector: the vector ``v`` as ``(x, y)``.
         frames: frames in one full turn (2 .. 40), evenly spaced in angle.
         dpi: resolution of each frame (20 .. 100); the default draws them at the CSS size
-            of the book's figures (``posenc.plots.CSS_DPI``).
+            of the book's figures (``posenc.display.plots.CSS_DPI``).
 
     Returns:
         A ``matplotlib.animation.FuncAnimation``; display it with
-        :func:`posenc.plots.animation_html`.
+        :func:`posenc.display.plots.animation_html`.
 
     Raises:
         TypeError: if ``frames`` or ``dpi`` is not an int, or ``vector`` is malformed.

@@ -354,7 +354,7 @@ def draw_pair_orders(omega: float = 0.7, num_positions: int = 8):
         num_positions: how many positions ``T`` to draw (1 .. 64).
 
     Returns:
-        The matplotlib figure; show it with :func:`posenc.plots.show`.
+        The matplotlib figure; show it with :func:`posenc.display.plots.show`.
 
     Raises:
         TypeError: if an argument has the wrong type.
@@ -373,7 +373,7 @@ def draw_pair_orders(omega: float = 0.7, num_positions: int = 8):
         raise ValueError(f"num_positions must be at most 64, got num_positions={num_positions}")
     import matplotlib as mpl
 
-    from posenc import plots
+    from posenc.display import plots
 
     angles = omega * torch.arange(num_positions, dtype=torch.float64)  # [T]
     s, c = angles.sin(), angles.cos()

@@ -28,7 +28,6 @@ import matplotlib as mpl
 import torch
 from torch import nn
 
-from posenc import plots
 from posenc._validate import (
     check_base,
     check_even_dim,
@@ -40,13 +39,14 @@ from posenc._validate import (
     check_sequence,
     check_tensor,
 )
+from posenc.display import plots
+from posenc.display.table import Table
 from posenc.encodings import (
     LearnedPositionalEmbedding,
     binary_encoding,
     sinusoidal_encoding,
     sinusoidal_frequencies,
 )
-from posenc.table import Table
 
 __all__ = [
     "compare_frequency_forms",
@@ -239,7 +239,7 @@ def frequency_forms_table(
             float64).
 
     Returns:
-        A :class:`posenc.table.Table`, one row per ``(dtype, base, D)``: the powers
+        A :class:`posenc.display.table.Table`, one row per ``(dtype, base, D)``: the powers
         ``base**(2i/D)`` that are infinite, the frequencies that came out 0 in each form,
         and each form's largest relative error against float64.
 
@@ -325,7 +325,7 @@ def wavelength_table(dim: int, base: float = 10000.0, *, every: int = 1) -> Tabl
         every: list every ``every``-th pair; the last pair is always listed.
 
     Returns:
-        A :class:`posenc.table.Table` (HTML in a notebook, aligned text when printed), one
+        A :class:`posenc.display.table.Table` (HTML in a notebook, aligned text when printed), one
         row per listed pair, numbers rounded to 4 significant digits.
 
     Raises:
@@ -683,11 +683,11 @@ def stepped_animation(
         dim: features ``D`` of both encodings (even, at most 62).
         base: the base of the wavelengths.
         dpi: resolution of the frames (20 to 100); the default draws them at the CSS size
-            of the book's figures (``posenc.plots.CSS_DPI``).
+            of the book's figures (``posenc.display.plots.CSS_DPI``).
 
     Returns:
         A ``matplotlib.animation.FuncAnimation``; show it with
-        :func:`posenc.plots.animation_html`.
+        :func:`posenc.display.plots.animation_html`.
 
     Raises:
         TypeError: if an argument has the wrong type.

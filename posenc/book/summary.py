@@ -3,7 +3,7 @@ to RoPE.
 
 - :func:`all_schemes` collects every encoding scheme of the book for
   :mod:`posenc.properties`; :func:`scheme_table` tabulates their verdicts with the chapter
-  and family of each (a :class:`posenc.table.Table`).
+  and family of each (a :class:`posenc.display.table.Table`).
 - :data:`ROAD` and :func:`road_map_figure`: the book's path on one screen, each station
   with the property verdicts of its scheme.
 
@@ -21,9 +21,9 @@ import torch
 
 from posenc import properties
 from posenc._validate import check_bool, check_even_dim, check_int
+from posenc.display.table import Table
 from posenc.rope import apply_rope, rope_inv_freq
 from posenc.scaling import llama3_inv_freq
-from posenc.table import Table
 
 __all__ = [
     "ROAD",
@@ -161,7 +161,7 @@ def scheme_table(
             next to its mark.
 
     Returns:
-        A :class:`posenc.table.Table`: scheme, chapter, family, the five verdicts
+        A :class:`posenc.display.table.Table`: scheme, chapter, family, the five verdicts
         (``✓``/``✗``) and ``passed`` (how many of the five hold).
 
     Raises:
@@ -272,7 +272,7 @@ def road_map_figure(
         per_row: stations per row.
 
     Returns:
-        A matplotlib figure (close it or pass it to :func:`posenc.plots.show`).
+        A matplotlib figure (close it or pass it to :func:`posenc.display.plots.show`).
 
     Raises:
         TypeError: if ``results`` is not a mapping of scheme names to
@@ -287,7 +287,7 @@ def road_map_figure(
         >>> fig = road_map_figure(r, [Station(3, "binary", "it jumps", ("binary",))])
         >>> import matplotlib.pyplot as plt; plt.close(fig)
     """
-    from posenc import plots
+    from posenc.display import plots
 
     check_int("per_row", per_row, minimum=1)
     road = _check_road(results, road)
@@ -349,7 +349,7 @@ def _place(index: int, per_row: int, step: float) -> tuple[float, float]:
 
 def _draw_track(ax, points: list[tuple[float, float]], per_row: int) -> None:
     """The line through the stations (one line), turning down outside them at row ends."""
-    from posenc import plots
+    from posenc.display import plots
 
     xs, ys = [points[0][0]], [points[0][1] + 0.45]
     for (x0, y0), (x1, y1) in itertools.pairwise(points):
@@ -365,7 +365,7 @@ def _draw_track(ax, points: list[tuple[float, float]], per_row: int) -> None:
 
 def _draw_station(ax, station: Station, x: float, y: float) -> None:
     """A station: its chapter in a circle, its title and its lesson below."""
-    from posenc import plots
+    from posenc.display import plots
 
     ink = plots.COLORS["ink"]
     colour = plots.COLORS["blue"] if station.schemes else plots.COLORS["grey"]
@@ -383,7 +383,7 @@ def _draw_verdicts(ax, verdicts: list, x: float, top: float, label: str | None) 
     schemes at a station): green holds, red fails."""
     from matplotlib.patches import Rectangle
 
-    from posenc import plots
+    from posenc.display import plots
 
     size, gap = 0.075, 0.014  # one verdict square, in axis units
     left = x - len(verdicts) * (size + gap) / 2

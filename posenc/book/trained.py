@@ -35,7 +35,6 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from posenc import plots
 from posenc._validate import (
     check_dict,
     check_int,
@@ -57,6 +56,7 @@ from posenc.decoder import (
     forward,
     generate,
 )
+from posenc.display import plots
 from posenc.precision import RECIPES, recipe_angles
 from posenc.rope import apply_rope, apply_rope_, permute_qk_rows
 from posenc.scaling import (

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import torch
 
-from posenc import plots
 from posenc._validate import check_bool, check_int, check_option
-from posenc.table import RANGE_DASH, Table
+from posenc.display import plots
+from posenc.display.table import RANGE_DASH, Table
 from posenc.train import ENCODINGS, MULTIPLES, TASKS, Settings
 from posenc.train.run import CURVE_STEPS
 from posenc.train.tasks import BOS, IGNORE, SEP
@@ -78,7 +78,7 @@ class Spread:
     def text(self, digits: int = 2, *, cell: bool = False) -> str:
         """``mean (low-high)`` with ``digits`` decimals.
 
-        With ``cell`` (a table's cell) the range is joined by :data:`posenc.table.RANGE_DASH`,
+        With ``cell`` (a table's cell) the range is joined by :data:`posenc.display.table.RANGE_DASH`,
         which a narrow column never breaks.
 
         Raises:
@@ -189,7 +189,7 @@ def accuracy_table(results: dict, task: str) -> Table:
         task: one of :data:`posenc.train.TASKS`.
 
     Returns:
-        A :class:`posenc.table.Table`, one row per encoding that was run.
+        A :class:`posenc.display.table.Table`, one row per encoding that was run.
 
     Raises:
         TypeError, ValueError: as :func:`spread`.
@@ -305,7 +305,7 @@ def loss_table(results: dict, step: int = 500) -> Table:
         step: as :func:`loss_at`.
 
     Returns:
-        A :class:`posenc.table.Table`, one row per encoding.
+        A :class:`posenc.display.table.Table`, one row per encoding.
 
     Raises:
         TypeError, ValueError: as :func:`loss_at`.

@@ -19,8 +19,8 @@ import matplotlib as mpl
 import matplotlib.animation
 import torch
 
-from posenc import plots
 from posenc._validate import check_int, check_positive_float, check_str_sequence, same_device
+from posenc.display import plots
 
 __all__ = [
     "ambiguity_figure",
@@ -357,7 +357,7 @@ def explorer_figure(
         turns: the t-axis runs over ``[0, turns * 2 pi]``; ``turns > 0``.
 
     Returns:
-        The matplotlib figure (not shown; pass it to ``posenc.plots.show``).
+        The matplotlib figure (not shown; pass it to ``posenc.display.plots.show``).
 
     Raises:
         TypeError, ValueError: as :func:`wave`, or if ``turns`` is not positive.
@@ -531,11 +531,11 @@ def circle_animation(frames: int = 24, *, dpi: int = plots.CSS_DPI):
     Args:
         frames: animation frames over one turn, ``2 .. 40``.
         dpi: resolution of the frames, ``20 .. 100``; the default draws them at the CSS
-            size of the book's figures (``posenc.plots.CSS_DPI``).
+            size of the book's figures (``posenc.display.plots.CSS_DPI``).
 
     Returns:
         A ``matplotlib.animation.FuncAnimation``; show it with
-        ``posenc.plots.animation_html``.
+        ``posenc.display.plots.animation_html``.
 
     Raises:
         TypeError, ValueError: if ``frames`` or ``dpi`` is out of range.

@@ -30,7 +30,7 @@ try:
     import matplotlib.figure
     import matplotlib.pyplot as plt
 except ModuleNotFoundError as err:
-    raise missing_error("posenc.plots", [err.name or "matplotlib"]) from None
+    raise missing_error("posenc.display.plots", [err.name or "matplotlib"]) from None
 
 from posenc._validate import check_bool, check_int, check_real, check_sequence, check_str_sequence
 
