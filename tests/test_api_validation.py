@@ -69,7 +69,7 @@ POSENC_DIR = Path(posenc.__file__).resolve().parent
 
 
 def short_name(module: str) -> str:
-    """``posenc.book.bits`` -> ``bits``, ``posenc.fast.forms`` -> ``forms``: the names
+    """``posenc.book.bits`` -> ``bits``, ``posenc.bench.forms`` -> ``forms``: the names
     the tables below use (module names are unique across the layers)."""
     return (
         module.removeprefix("posenc.")
@@ -704,16 +704,16 @@ base("waves.sine_partner", t=lambda: torch.tensor([0.0, 0.5], dtype=F64))
 base("waves.value_table", quarters=lambda: 2)
 base("waves.wave", t=lambda: torch.tensor([0.0, 0.25]))
 base("waves.collisions", points=lambda: torch.tensor([0.0, 0.5, 1e-12, 0.5]))
-base("forms.rope_blocked", block_elements=lambda: 16)
+base("bench.forms.rope_blocked", block_elements=lambda: 16)
 base(
     "dispatch.rope_qk",
     q=lambda: _randn(1, 4, 6, 8),
     k=lambda: _randn(1, 2, 6, 8),
     positions=lambda: None,
 )
-base("forms.dense_matrices", layout=lambda: "half")
+base("bench.forms.dense_matrices", layout=lambda: "half")
 base(
-    "forms.dense_matrices",
+    "bench.forms.dense_matrices",
     cos=lambda: posenc.fast.tables.rope_tables([3], 4, base=100.0, dtype=F64)[0],
     sin=lambda: posenc.fast.tables.rope_tables([3], 4, base=100.0, dtype=F64)[1],
 )
@@ -737,7 +737,7 @@ for _name in (
     "rope_rotate_half",
     "rope_triton",
 ):
-    base(f"forms.{_name}", x=lambda: _randn(4, 8))
+    base(f"bench.forms.{_name}", x=lambda: _randn(4, 8))
 for _name in ("apply_rope", "apply_rope_"):
     base(f"dispatch.{_name}", x=lambda: _randn(4, 8))
 
@@ -1045,7 +1045,7 @@ NO_BASELINE = {
     "data.llama.hub_embeddings": "needs the Hugging Face Hub and a token",
     "triton.rope_triton": "needs a CUDA GPU with Triton",
     "triton.rope_qk_triton": "needs a CUDA GPU with Triton",
-    "forms.rope_compiled": "torch.compile takes tens of seconds on first use",
+    "bench.forms.rope_compiled": "torch.compile takes tens of seconds on first use",
     "data.smol.load": "loads a 135M-parameter model (seconds); tests/test_smol.py loads it",
     **(
         {}
@@ -1257,7 +1257,7 @@ OPTIONS: dict[str, set[str]] = {
     "data.smol.Smol": {"source"},
     "trained.recipe_rope": {"recipe"},
     "trained.scaled_inv_freq": {"method"},
-    "forms.dense_matrices": {"layout"},
+    "bench.forms.dense_matrices": {"layout"},
     "precision.exact_rope": {"recipe"},
     "precision_views.offset_scores": {"recipe"},
     "precision.recipe_angles": {"recipe"},

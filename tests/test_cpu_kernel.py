@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import posenc.rope as rope
+from posenc.bench import forms as fr
 from posenc.fast import cpu_kernel
-from posenc.fast import forms as fr
 from posenc.fast import tables as tb
 
 needs_kernel = pytest.mark.skipif(

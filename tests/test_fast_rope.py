@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 import posenc._validate as _validate
 import posenc.rope as rope
+from posenc.bench import forms as fr
 from posenc.fast import _checks as checks
 from posenc.fast import cpu_kernel
 from posenc.fast import dispatch as kernels
-from posenc.fast import forms as fr
 from posenc.fast import tables as tb
 from posenc.fast import triton as tr
 

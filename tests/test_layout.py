@@ -105,7 +105,7 @@ def test_the_package_has_its_layers():
     assert {
         "posenc.rope",
         "posenc.data.llama",
-        "posenc.fast.forms",
+        "posenc.bench.forms",
         "posenc.train",
         "posenc.book.rope_views",
     } <= names

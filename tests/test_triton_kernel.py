@@ -1421,7 +1421,7 @@ def test_angles_in_a_view_are_read_as_laid_out():
 @pytest.mark.parametrize("name", ["apply_rope", "apply_rope_", "rope_elementwise", "rope_triton"])
 def test_angles_given_where_positions_are_asked_for_are_refused_by_name(name):
     """Only ``rope_qk`` and ``rope_qk_triton`` take angles; the other forms say so."""
-    from posenc.fast import forms
+    from posenc.bench import forms
     from posenc.fast.tables import rope_angles
 
     call = getattr(tr if name == "rope_triton" else forms, name)

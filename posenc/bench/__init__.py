@@ -18,7 +18,7 @@ every implementation. Two bounds are measured on the same tensors in the same ru
   match it or edge past it).
 
 For every point of a grid (positions ``T``, head size ``D``, dtype, layout) each
-implementation of :mod:`posenc.fast.forms` rotates the same ``q`` and ``k`` ``[B, H, T, D]``
+implementation of :mod:`posenc.bench.forms` rotates the same ``q`` and ``k`` ``[B, H, T, D]``
 and is timed with warm-up rounds and the median of several rounds; the rounds visit the
 implementations in turn, so a noisy neighbour slows all of them alike. Reported per row:
 time, bytes moved (``q`` and ``k`` read once and written once), achieved bandwidth, the
@@ -53,8 +53,8 @@ import torch
 from posenc import rope
 from posenc._extras import require
 from posenc._validate import check_bool, check_int
+from posenc.bench import forms as fast_rope
 from posenc.fast import cpu_kernel, tables, triton
-from posenc.fast import forms as fast_rope
 
 # the timings compare against transformers' RoPE; the report draws with matplotlib
 require("posenc.bench", "transformers", "matplotlib")

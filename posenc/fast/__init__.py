@@ -7,7 +7,7 @@ the core never imports it.
 
 - :mod:`posenc.fast.dispatch`: :func:`apply_rope`, :func:`apply_rope_` and :func:`rope_qk`,
   each sending a call to the fastest kernel that serves it;
-- :mod:`posenc.fast.forms`: every implementation chapter 13 compares, from the dense matrix
+- :mod:`posenc.bench.forms`: every implementation chapter 13 compares, from the dense matrix
   to ``torch.compile``;
 - :mod:`posenc.fast.tables`: the ``cos``/``sin`` tables, cached between calls, and
   :func:`rope_angles`, a model's angles made once per step for every layer;

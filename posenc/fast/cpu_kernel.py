@@ -2,7 +2,7 @@
 
 PyTorch has no single CPU operation that rotates the pairs of the half layout: written with
 tensor operations it takes three or four passes over ``x`` (see
-:func:`posenc.fast.forms.rope_blocked`), and a bfloat16 ``x`` or a model's transposed view
+:func:`posenc.bench.forms.rope_blocked`), and a bfloat16 ``x`` or a model's transposed view
 cost a copy more. A loop that reads each pair once, rotates it and writes it back touches
 every byte once; this module holds that loop, a few dozen lines of C for float32, float64
 and bfloat16, both layouts, and ``[B, H, T, D]`` tensors of any strides but a contiguous
@@ -14,7 +14,7 @@ one, so both use one pool of threads; a compiler without OpenMP gives a one-thre
 The arithmetic is the elementwise form's: each product rounded, then the sum
 (``-ffp-contract=off`` forbids fused multiply-adds), in float32 (float64 for float64), then
 one rounding to x's dtype, to nearest even as torch rounds: results are bit-identical to
-:func:`posenc.fast.forms.rope_elementwise`, which :func:`available` checks before it first
+:func:`posenc.bench.forms.rope_elementwise`, which :func:`available` checks before it first
 says yes.
 
 The library is built with the system's C compiler (``$CC``, else ``cc``, ``gcc`` or

@@ -276,9 +276,9 @@ def apply_rope_(
             (or a view of one), or for an inference tensor outside inference mode.
 
     Example:
-        >>> from posenc.fast.forms import rope_elementwise
+        >>> from posenc import rope
         >>> x = torch.randn(3, 8)
-        >>> expected = rope_elementwise(x, [4, 5, 6])
+        >>> expected = rope.apply_rope(x, [4, 5, 6])
         >>> apply_rope_(x, [4, 5, 6]) is x, torch.equal(x, expected)
         (True, True)
     """
@@ -348,10 +348,10 @@ def rope_qk(
             requires grad (or a view of one); checked for both before either is written.
 
     Example:
-        >>> from posenc.fast.forms import rope_elementwise
+        >>> from posenc.rope import apply_rope as reference
         >>> q, k = torch.randn(1, 4, 6, 8), torch.randn(1, 2, 6, 8)  # 4 query, 2 key heads
         >>> rq, rk = rope_qk(q, k)
-        >>> torch.equal(rq, rope_elementwise(q)), torch.equal(rk, rope_elementwise(k))
+        >>> torch.equal(rq, reference(q)), torch.equal(rk, reference(k))
         (True, True)
         >>> from posenc.fast.tables import rope_angles
         >>> angles = rope_angles(torch.arange(6), 8)  # once per step, for every layer
