@@ -718,8 +718,6 @@ base(
     sin=lambda: posenc.fast.tables.rope_tables([3], 4, base=100.0, dtype=F64)[1],
 )
 base("tables.rope_tables", positions=lambda: [0, 1], dim=lambda: 4)
-base("tables.rope_angles", positions=lambda: [0, 1], dim=lambda: 4)
-base("tables.Angles", table=lambda: torch.zeros(1, 3, 2, 4))
 base("triton.rope_triton", x=lambda: _randn(4, 8))
 base(
     "triton.rope_qk_triton",

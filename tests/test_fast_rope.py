@@ -256,7 +256,7 @@ def test_offset_shifts_the_default_positions(form, length, layout):
 TOP = 2**63 - 1  # the largest int64
 
 
-@pytest.mark.parametrize("form", [*OFFSET_FORMS, "rope_angles"])
+@pytest.mark.parametrize("form", list(OFFSET_FORMS))
 @pytest.mark.parametrize(
     ("positions", "offset"),
     [
@@ -274,10 +274,7 @@ def test_an_offset_that_takes_a_position_past_int64_is_refused(form, positions, 
     with pytest.raises(
         ValueError, match=rf"positions \+ offset must fit in int64.*offset={offset}"
     ):
-        if form == "rope_angles":
-            tb.rope_angles(torch.arange(2) if positions is None else positions, 8, offset=offset)
-        else:
-            OFFSET_FORMS[form](q, k, positions=positions, offset=offset)
+        OFFSET_FORMS[form](q, k, positions=positions, offset=offset)
 
 
 @pytest.mark.parametrize("form", list(OFFSET_FORMS))
@@ -962,38 +959,28 @@ def test_positions_broadcast_as_torch_broadcasts(positions, lead):
 
 
 @pytest.mark.parametrize("inplace", [False, True])
-def test_learned_frequencies_and_angles_keep_their_gradient_on_large_inputs(inplace):
-    """Frequencies or angles that require grad, with ``q`` and ``k`` that do not: on inputs
+def test_learned_frequencies_keep_their_gradient_on_large_inputs(inplace):
+    """Frequencies that require grad, with ``q`` and ``k`` that do not: on inputs
     larger than the small-input shortcut (the C loop and the blocks record no gradient) the
     rotation takes the differentiable path, and in place on the small ones it reads a copy of
     the pairs autograd keeps; the gradient is the elementwise form's."""
-    from posenc.fast.tables import Angles, rope_angles
-
     torch.manual_seed(0)
     q, k = torch.randn(2, 8, 64, 64), torch.randn(2, 4, 64, 64)  # k no larger than the shortcut
     wq, wk = torch.randn(q.shape), torch.randn(k.shape)  # a rotation keeps norms: weigh it
     positions = torch.arange(64) * 3
-    table = rope_angles(positions, 64, base=500.0).table.clone().requires_grad_()
     inv = rope.rope_inv_freq(64, 500.0).float().requires_grad_()
-    for kind in ("inv_freq", "angles"):
-        if kind == "angles":
-            leaf, args, kwargs = table, (Angles(table),), {}
-        else:
-            leaf, args, kwargs = inv, (positions,), {"inv_freq": inv}
-        rq, rk = fr.rope_qk(q.clone(), k.clone(), *args, layout="half", inplace=inplace, **kwargs)
-        assert rq.requires_grad and rk.requires_grad
-        ((rq * wq).sum() + (rk * wk).sum()).backward()
-        got, leaf.grad = leaf.grad.clone(), None
-        if kind == "angles":
-            cos, sin = table[0, :, 0], table[0, :, 1]
-        else:
-            angles = positions.float()[:, None] * inv
-            cos, sin = angles.cos(), angles.sin()
-        want_q = kernels._elementwise(q, cos, sin, "half")
-        want_k = kernels._elementwise(k, cos, sin, "half")
-        ((want_q * wq).sum() + (want_k * wk).sum()).backward()
-        # summed in another order than the elementwise form's: float32's rounding apart
-        torch.testing.assert_close(got, leaf.grad, rtol=1e-4, atol=1e-6 * float(got.abs().max()))
+    rq, rk = fr.rope_qk(q.clone(), k.clone(), positions, inv_freq=inv, layout="half",
+                        inplace=inplace)  # fmt: skip
+    assert rq.requires_grad and rk.requires_grad
+    ((rq * wq).sum() + (rk * wk).sum()).backward()
+    got, inv.grad = inv.grad.clone(), None
+    angles = positions.float()[:, None] * inv
+    cos, sin = angles.cos(), angles.sin()
+    want_q = kernels._elementwise(q, cos, sin, "half")
+    want_k = kernels._elementwise(k, cos, sin, "half")
+    ((want_q * wq).sum() + (want_k * wk).sum()).backward()
+    # summed in another order than the elementwise form's: float32's rounding apart
+    torch.testing.assert_close(got, inv.grad, rtol=1e-4, atol=1e-6 * float(got.abs().max()))
 
 
 def test_the_c_loop_refuses_what_needs_a_gradient():
@@ -1042,13 +1029,6 @@ def test_a_lazy_negation_is_rotated_as_its_values(shape, dtype, layout):
     written, k = torch._neg_view(x.clone()), x.clone()
     fr.rope_qk(written, k, layout=layout, inplace=True)
     assert torch.equal(written, want)
-    angles = tb.rope_angles(torch.arange(shape[-2]), shape[-1], dtype=torch.float32)
-    if dtype != torch.float64:  # angles are made in q's angle dtype; the tables path's cos
-        near = fr.rope_qk(x.neg(), x, angles, layout=layout)[0]  # may differ by one ulp
-        assert torch.equal(fr.rope_qk(torch._neg_view(x), x, angles, layout=layout)[0], near)
-        written = torch._neg_view(x.clone())
-        fr.rope_qk(written, x.clone(), angles, layout=layout, inplace=True)
-        assert torch.equal(written, near)
     work = torch.float64 if dtype == torch.float64 else torch.float32
     cos = torch.ones(shape[-2], shape[-1] // 2, dtype=work)
     with pytest.raises(ValueError, match="lazy negation"):

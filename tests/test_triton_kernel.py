@@ -816,6 +816,7 @@ def test_refuses_a_device_it_cannot_run_on(monkeypatch):
 def _registered(name, q, k, *args):
     """``torch.ops.posenc.<name>`` on q (and k for the ``_qk`` ops): the results, or, for the
     in-place ops, the copies of q and k they rotated."""
+    tr._ops()  # registered on first use
     op = getattr(torch.ops.posenc, name)
     tensors = (q, k) if "qk" in name else (q,)
     if name.endswith("_"):
@@ -866,14 +867,14 @@ from posenc.fast import triton as tr
 kernel = tr._kernel(False)
 names = kernel.arg_names
 found = {}
-builds = [(*b, True) for b in itertools.product(("half", "interleaved"), (2, 4, 8), (False, True), (32,))]
-more = [("half", 4, True, 4096, True), ("half", 4, False, 32, False), ("interleaved", 4, False, 32, False)]
-for layout, warps, table, n_q, small in (*builds, *more):
+builds = [(*b, 32, True) for b in itertools.product(("half", "interleaved"), (2, 4, 8))]
+more = [("half", 4, 4096, True), ("half", 4, 32, False), ("interleaved", 4, 32, False)]
+for layout, warps, n_q, small in (*builds, *more):
     pointers = dict.fromkeys(("q", "q_out", "k", "k_out"), "*bf16")
-    pointers |= {"pos": "*fp32" if table else "*i64", "inv_freq": "*fp32"}
+    pointers |= {"pos": "*i64", "inv_freq": "*fp32"}
     constants = dict(
-        HAS_POS=not table, INTERLEAVED=layout == "interleaved", INVERSE=False, F64=False,
-        SMALL_FREQS=small, BLOCK_HQ=32, BLOCK_HK=8, BLOCK_HALF=64, TABLE=table,
+        HAS_POS=True, INTERLEAVED=layout == "interleaved", INVERSE=False, F64=False,
+        SMALL_FREQS=small, BLOCK_HQ=32, BLOCK_HK=8, BLOCK_HALF=64,
         n_q=n_q, n_k=8, half=64,  # Llama 3 8B's heads, as a model always passes them
         q_sd=1, qo_sd=1, k_sd=1, ko_sd=1,  # Triton makes a stride of 1 a constant at launch
     )
@@ -891,7 +892,7 @@ for layout, warps, table, n_q, small in (*builds, *more):
     )
     options = {"enable_fp_fusion": False, "num_warps": warps}
     ptx = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
-    found[f"{layout}, {warps} warps" + (", table" if table else "") + ("" if small else ", row check") + f", {n_q} heads"] = ptx
+    found[f"{layout}, {warps} warps" + ("" if small else ", row check") + f", {n_q} heads"] = ptx
 json.dump(found, sys.stdout)
 """
 
@@ -910,8 +911,7 @@ def test_compiles_for_a_gpu_as_intended(monkeypatch):
     and of k (one tile each for a model's 32 and 8 heads: the heads are compile-time
     constants, so no masked load for a tile past the last one remains) comes before them,
     so that the data are on the way while they are made. Many tiles of heads take a loop,
-    not as many copies of its body. Handed a table of angles, the
-    kernel makes none: no float64 arithmetic at all. (In a process of its own: Triton reads
+    not as many copies of its body. (In a process of its own: Triton reads
     ``TRITON_INTERPRET`` once, when it is imported.)"""
     pytest.importorskip("triton.backends.nvidia", reason="Triton's NVIDIA backend compiles it")
     import triton
@@ -928,12 +928,10 @@ def test_compiles_for_a_gpu_as_intended(monkeypatch):
     assert done.returncode == 0, done.stderr[-3000:]
     everything = json.loads(done.stdout)
     # 4,096 heads of q (128 tiles) in a loop at run time, not unrolled: about as long a build
-    many = everything.pop("half, 4 warps, table, 4096 heads")
-    assert len(many) < 1.5 * len(everything["half, 4 warps, table, 32 heads"])
+    many = everything.pop("half, 4 warps, 4096 heads")
+    assert len(many) < 1.5 * len(everything["half, 4 warps, 32 heads"])
     everything = {build.removesuffix(", 32 heads"): ptx for build, ptx in everything.items()}
-    tables = {build: ptx for build, ptx in everything.items() if build.endswith("table")}
-    assert len(tables) == 6 and not any(".f64" in ptx for ptx in tables.values())
-    found = {build: ptx for build, ptx in everything.items() if build not in tables}
+    found = everything
     assert len({ptx.count("fma.rn.f64") for ptx in found.values()}) == 1, {
         build: ptx.count("fma.rn.f64") for build, ptx in found.items()
     }
@@ -944,8 +942,6 @@ def test_compiles_for_a_gpu_as_intended(monkeypatch):
         ours = ptx.count("ld.global") - ptx.count("ld.global.nc")
         first = before.count("ld.global") - before.count("ld.global.nc")
         assert first == ours > 2, (build, first, ours)
-    for build, ptx in tables.items():  # a tile of q, a tile of k, the row of cos and sin
-        assert ptx.count("ld.global") < found[build.removesuffix(", table")].count("ld.global")
     for layout, ptx in everything.items():
         assert "fma.rn.f32" not in ptx, layout
         assert "cvt.rn.bf16" in ptx and not re.search(r"cvt\.rz\.", ptx), layout  # nearest
@@ -1154,281 +1150,6 @@ def test_on_a_gpu_compiled_whole_with_inductor_and_trained(monkeypatch):
     assert torch.equal(want[1].cpu(), inverse)
 
 
-# --- angles made once per step ------------------------------------------------------------------
-
-
-def _angles_for(positions, dtype, offset=0, base=10000.0):
-    from posenc.fast.tables import rope_angles
-
-    work = torch.float64 if dtype == torch.float64 else torch.float32
-    return rope_angles(positions, 16, base=base, offset=offset, dtype=work)
-
-
-_STEP_ROWS = {
-    "[T]": torch.tensor([0, -3, 1000, 131072, 131071]),
-    "[B, T]": torch.tensor([[3], [900]]) + torch.arange(5),
-    "[B, 1, T]": (torch.tensor([[3], [900]]) + torch.arange(5))[:, None],
-    "[1, T]": torch.arange(5)[None] + 4095,
-}
-
-
-@pytest.mark.parametrize("inplace", [False, True])
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("rows", list(_STEP_ROWS))
-def test_angles_made_once_rotate_as_positions_do(rows, dtype, layout, inplace):
-    """The kernel reading angles made by ``rope_angles`` gives, bit for bit, what it gives when
-    it makes them from the same positions, and the arithmetic spelled out: whatever the shape
-    of the positions, the dtype, the layout, in place or not."""
-    torch.manual_seed(0)
-    q, k = _model_view(2, 5, 3, 16, dtype), _model_view(2, 5, 1, 16, dtype)
-    positions = _STEP_ROWS[rows]
-    angles = _angles_for(positions, dtype, offset=2)
-    want = tr.rope_qk_triton(q, k, positions, layout=layout, offset=2)
-    given = (q.clone(), k.clone()) if inplace else (q, k)
-    got = tr.rope_qk_triton(*given, angles, layout=layout, inplace=inplace)
-    per_entry = positions if positions.dim() != 2 else positions[:, None]  # per batch entry
-    oracle = [_oracle(x, per_entry, 2, layout) for x in (q, k)]
-    for a, b, c in zip(got, want, oracle, strict=True):
-        if dtype == torch.float64:  # numpy's and torch's float64 cos may differ in the last bit
-            torch.testing.assert_close(a, b, rtol=1e-14, atol=1e-14)
-            torch.testing.assert_close(a, c, rtol=1e-14, atol=1e-14)
-        else:
-            assert torch.equal(a, b) and _same(a, c)
-
-
-def test_angles_are_the_nearest_floats():
-    """Each cos and sin of ``rope_angles`` is within half a unit in the last place of the
-    float64 value at its float32 angle: the nearest float32 there is (torch's float32 ``cos``
-    is not always)."""
-    from posenc.fast.tables import rope_angles
-
-    angles = rope_angles(torch.arange(0, 1 << 17, 97), 128, base=500000.0)
-    inv = rope_inv_freq(128, 500000.0).float()
-    exact = (torch.arange(0, 1 << 17, 97).float()[:, None] * inv).double()
-    for got, want in ((angles.cos[0], exact.cos()), (angles.sin[0], exact.sin())):
-        ulp = torch.finfo(torch.float32).eps * torch.exp2(torch.floor(torch.log2(want.abs())))
-        assert bool(((got.double() - want).abs() <= ulp / 2).all())
-
-
-def test_angles_off_the_kernel_rotate_as_the_kernel_does(monkeypatch):
-    """``posenc.fast.rope_qk`` with angles on a CPU without the kernel (its general path: the C
-    loop or tensor operations, here on more elements than the small-input shortcut takes)
-    gives the kernel's numbers, in and out of place."""
-    from posenc.fast import dispatch as kernels
-
-    torch.manual_seed(2)
-    q, k = _model_view(2, 64, 8, 64, torch.float32), _model_view(2, 64, 4, 64, torch.float32)
-    positions = torch.arange(64) + torch.tensor([[0], [5000]])
-    from posenc.fast.tables import rope_angles
-
-    angles = rope_angles(positions, 64, base=500000.0)
-    monkeypatch.delenv("TRITON_INTERPRET")
-    assert not tr._runs_here(q.device)
-    for layout in LAYOUTS:
-        want = [  # the kernel's arithmetic, as the registered ops run it
-            tr._stand_in(x, positions, 0, rope_inv_freq(64, 500000.0), layout == "interleaved",
-                         False) for x in (q, k)
-        ]  # fmt: skip
-        got = kernels.rope_qk(q, k, angles, layout=layout)
-        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
-        q2, k2 = q.clone(), k.clone()
-        kernels.rope_qk(q2, k2, angles, layout=layout, inplace=True)
-        assert torch.equal(q2, want[0]) and torch.equal(k2, want[1])
-
-
-def test_angles_take_the_gradient_of_the_rotation():
-    """Out of place, the backward of a call with angles is the inverse rotation, as with
-    positions (gradcheck in float64); learned angles, which the kernel has no gradient for,
-    are refused by the kernel and take the differentiable path of ``posenc.fast.rope_qk``."""
-    from posenc.fast import dispatch as kernels
-    from posenc.fast.tables import Angles, rope_angles
-
-    q = torch.randn(2, 3, 4, 8, dtype=torch.float64, requires_grad=True)
-    k = torch.randn(2, 1, 4, 8, dtype=torch.float64, requires_grad=True)
-    angles = rope_angles(torch.tensor([[1, 2, 3, 4], [70, 80, 90, 100]]), 8, dtype=torch.float64)
-    assert torch.autograd.gradcheck(lambda a, b: tr.rope_qk_triton(a, b, angles), (q, k))
-    learned = Angles(angles.table.clone().requires_grad_())
-    with pytest.raises(ValueError, match="angles must not require grad"):
-        tr.rope_qk_triton(q, k, learned)
-    rq, _ = kernels.rope_qk(q, k, learned, layout="half")
-    rq.sum().backward()
-    # d(sum of rotated q)/d(cos_i) = sum of (x1 + x2); d/d(sin_i) = sum of (x1 - x2)
-    x1, x2 = q.detach().chunk(2, dim=-1)
-    torch.testing.assert_close(learned.table.grad[:, :, 0], (x1 + x2).sum(1))
-    torch.testing.assert_close(learned.table.grad[:, :, 1], (x1 - x2).sum(1))
-
-
-@pytest.mark.parametrize(
-    "call, match",
-    [
-        (lambda q, k, a: tr.rope_qk_triton(q, k, a, base=500.0), "leave base, inv_freq"),
-        (lambda q, k, a: tr.rope_qk_triton(q, k, a, offset=3), "leave base, inv_freq"),
-        (lambda q, k, a: tr.rope_qk_triton(q, k, a, inv_freq=rope_inv_freq(16)), "leave base"),
-        (lambda q, k, a: tr.rope_qk_triton(q[:, :, :4], k[:, :, :4], a), r"\[2 or 1, 4, 2, 8\]"),
-        (lambda q, k, a: tr.rope_qk_triton(q.double(), k.double(), a), "torch.float64 for q"),
-        (
-            lambda q, k, a: tr.rope_qk_triton(
-                q[:1].expand(3, -1, -1, -1), k[:1].expand(3, -1, -1, -1), a
-            ),
-            r"\[3 or 1",
-        ),
-        (lambda q, k, a: tr.rope_qk_triton(q, k, a.__class__(a.table.to("meta"))), "angles must"),
-    ],
-    ids=["base", "offset", "inv_freq", "T", "dtype", "B", "meta table"],
-)
-def test_angles_that_do_not_fit_q_are_refused(call, match):
-    q, k = _model_view(2, 5, 3, 16, torch.float32), _model_view(2, 5, 1, 16, torch.float32)
-    angles = _angles_for(torch.arange(5) + torch.tensor([[0], [9]]), torch.float32)
-    with pytest.raises(ValueError, match=match):
-        call(q, k, angles)
-
-
-def test_angles_compile_whole_with_no_graph_break():
-    """Under ``torch.compile`` (``fullgraph=True``): the angles made inside the compiled step, or
-    passed in from outside, give the eager numbers."""
-    from posenc.fast.tables import rope_angles
-
-    q, k = _model_view(2, 5, 3, 16, torch.float32), _model_view(2, 5, 1, 16, torch.float32)
-    rows = torch.tensor([[0, 1, 2, 3, 4], [9, 10, 11, 12, 13]])
-
-    def step(q, k, rows):
-        return tr.rope_qk_triton(q * 2, k, rope_angles(rows, 16, base=500000.0), layout="half")
-
-    def layer(q, k, angles):
-        return tr.rope_qk_triton(q * 2, k, angles, layout="half")
-
-    angles = rope_angles(rows, 16, base=500000.0)
-    for fn, last in ((step, rows), (layer, angles)):
-        got = torch.compile(fn, fullgraph=True, backend="aot_eager")(q, k, last)
-        assert all(torch.equal(a, b) for a, b in zip(got, fn(q, k, last), strict=True))
-
-
-@pytest.mark.parametrize(
-    "positions, kwargs, error, match",
-    [
-        (torch.tensor([[0.0, 1.0]]), {}, TypeError, "integers"),
-        (torch.zeros(2, 2, 3, dtype=torch.int64), {}, ValueError, r"\[B, 1, T\]"),
-        (torch.zeros(2, 1, 1, 3, dtype=torch.int64), {}, ValueError, r"\[B, 1, T\]"),
-        ([0, 1], {"dtype": torch.bfloat16}, TypeError, "float32 or torch.float64"),
-        ([0, 1], {"dim": 7}, ValueError, "dim"),
-        ([0, 1], {"offset": 1.5}, TypeError, "offset"),
-        ([0, 1], {"inv_freq": torch.ones(3)}, ValueError, r"\[D/2\] = \[4\]"),
-    ],
-)
-def test_rope_angles_refuses_what_it_cannot_make(positions, kwargs, error, match):
-    from posenc.fast.tables import rope_angles
-
-    with pytest.raises(error, match=match):
-        rope_angles(positions, **{"dim": 8, **kwargs})
-
-
-def test_a_warm_call_with_angles_reads_nothing_back_and_launches_once(monkeypatch):
-    """On the meta device (the GPU's stand-in, the launch recorded): ``rope_angles`` and a call
-    with its angles dispatch no read of the device, and ``posenc.fast.rope_qk`` sends the call
-    to one launch, the table handed to the kernel as it is."""
-    from posenc.fast import dispatch as kernels
-    from posenc.fast.tables import rope_angles
-
-    launches = []
-    monkeypatch.setattr(tr, "_runs_here", lambda device: True)
-    monkeypatch.setattr(tr, "_launch", lambda *args: launches.append(args))
-    monkeypatch.setattr(tr, "triton_available", lambda device="cuda": True)
-    monkeypatch.setattr(kernels, "_TRITON_DEVICES", ("cuda", "meta"))
-    q = torch.empty(8, 4096, 32, 128, device="meta", dtype=torch.bfloat16).transpose(1, 2)
-    k = torch.empty(8, 4096, 8, 128, device="meta", dtype=torch.bfloat16).transpose(1, 2)
-    rows = torch.empty(8, 1, 4096, device="meta", dtype=torch.int64)
-    inv = rope_inv_freq(128, 500000.0).to("meta")
-    rope_angles(rows, 128, base=500000.0)  # cold: the default frequencies put on the device
-    with _Record() as record:
-        angles = rope_angles(rows, 128, inv_freq=inv)
-        kernels.rope_qk(q, k, angles, layout="half", inplace=True)
-        kernels.rope_qk(q, k, rope_angles(rows, 128, base=500000.0), layout="half")
-    names = {name for name, _ in record.ops}
-    assert "_local_scalar_dense" not in names and "item" not in names
-    assert all(d is None or d.type == "meta" for _, devices in record.ops for d in devices)
-    assert len(launches) == 2
-    assert launches[0][4] is angles.table  # to the kernel as it is, nothing copied
-    assert angles.table.shape == (8, 4096, 2, 64) and angles.table.dtype == torch.float32
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("given", [False, True], ids=["base", "inv_freq"])
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_on_a_gpu_angles_made_in_a_cuda_graph(layout, given, monkeypatch):
-    """A decoding step as a model captures it: the angles made once, then q and k rotated with
-    them; replayed with new positions and inputs it gives the eager call with positions, bit
-    for bit, and the arithmetic spelled out."""
-    from posenc.fast import dispatch as kernels
-    from posenc.fast.tables import rope_angles
-
-    monkeypatch.delenv("TRITON_INTERPRET")
-    q = _model_view(64, 1, 32, 128, torch.bfloat16).cuda()
-    k = _model_view(64, 1, 8, 128, torch.bfloat16).cuda()
-    rows = torch.full((64, 1, 1), 7, device="cuda")
-    static = [x.clone() for x in (q, k)]
-    inv = rope_inv_freq(128).float().cuda()  # the oracle's frequencies (base 10000)
-
-    def step():
-        angles = rope_angles(rows, 128, inv_freq=inv) if given else rope_angles(rows, 128)
-        return kernels.rope_qk(*static, angles, layout=layout, inplace=True)
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = step()
-    rows.copy_(torch.arange(64, device="cuda")[:, None, None] * 97 + 4095)
-    for s, x in zip(static, (q, k), strict=True):
-        s.copy_(x)
-    graph.replay()
-    want = tr.rope_qk_triton(q, k, rows, inv_freq=inv, layout=layout)
-    assert all(torch.equal(a, b) for a, b in zip(out, want, strict=True))
-    for got, x in zip(out, (q, k), strict=True):
-        assert _same(got.cpu(), _oracle(x.cpu(), rows.cpu(), 0, layout))
-
-
-@pytest.mark.parametrize("grad", [False, True])
-def test_in_place_one_tensor_passed_twice_with_angles_is_rotated_once(grad):
-    from posenc.fast.tables import rope_angles
-
-    x = _model_view(2, 5, 3, 16, torch.float32)
-    rows = torch.arange(5) + torch.tensor([[0], [9]])
-    want = _oracle(x, rows[:, None], 0, "half")
-    y = x.clone().requires_grad_() if grad else x.clone()
-    z = y.clone() if grad else y  # autograd records the in-place write on a non-leaf
-    got = tr.rope_qk_triton(z, z, rope_angles(rows, 16), layout="half", inplace=True)
-    assert got[0] is z and got[1] is z and torch.equal(z.detach(), want)
-
-
-def test_angles_in_a_view_are_read_as_laid_out():
-    """A table that is a view (its rows not laid out as ``rope_angles`` lays them out) gives
-    the same rotation as the table itself."""
-    from posenc.fast.tables import Angles, rope_angles
-
-    q, k = _model_view(2, 5, 3, 16, torch.float32), _model_view(2, 5, 1, 16, torch.float32)
-    angles = rope_angles(torch.arange(5) + torch.tensor([[0], [9]]), 16)
-    wide = torch.stack([angles.table, torch.zeros_like(angles.table)], dim=-1)  # [..., 8, 2]
-    view = Angles(wide[..., 0])  # sin at 8 elements from cos, each element 2 apart
-    assert view.table.stride(3) == 2 and torch.equal(view.table, angles.table)
-    want = tr.rope_qk_triton(q, k, angles)
-    assert all(torch.equal(a, b) for a, b in zip(tr.rope_qk_triton(q, k, view), want, strict=True))
-
-
-@pytest.mark.parametrize("name", ["apply_rope", "apply_rope_", "rope_elementwise", "rope_triton"])
-def test_angles_given_where_positions_are_asked_for_are_refused_by_name(name):
-    """Only ``rope_qk`` and ``rope_qk_triton`` take angles; the other forms say so."""
-    from posenc.bench import forms
-    from posenc.fast.tables import rope_angles
-
-    call = getattr(tr if name == "rope_triton" else forms, name)
-    with pytest.raises(TypeError, match=r"taken by posenc\.fast\.rope_qk and rope_qk_triton"):
-        call(torch.randn(2, 3, 4, 8), rope_angles(torch.arange(4), 8))
-
-
 def test_three_dims_share_a_few_builds_and_rotate_as_the_oracle():
     """``x [N, T, D]`` (batch and heads flattened) is taken as ``[N / h, h, T, D]``, ``h`` the
     largest power of two dividing ``N`` within a tile: the kernel, which compiles for its
@@ -1458,11 +1179,9 @@ def test_a_lazy_negation_is_refused_by_the_kernel():
         tr.rope_qk_triton(q, torch._neg_view(k))
 
 
-def test_frequencies_angles_and_positions_negated_lazily_are_read_as_their_values():
-    """Frequencies, an angles' table or positions whose memory holds their values negated
-    are resolved before the kernel reads them: the results are those of the values."""
-    from posenc.fast.tables import Angles, rope_angles
-
+def test_frequencies_and_positions_negated_lazily_are_read_as_their_values():
+    """Frequencies or positions whose memory holds their values negated are resolved before
+    the kernel reads them: the results are those of the values."""
     x, k = torch.randn(1, 3, 4, 2), torch.randn(1, 1, 4, 2)  # D=2: one frequency, contiguous
     inv_freq = torch.tensor([0.3])
     want = tr.rope_triton(x, inv_freq=inv_freq, layout="half")
@@ -1472,10 +1191,4 @@ def test_frequencies_angles_and_positions_negated_lazily_are_read_as_their_value
     assert all(
         torch.equal(a, b)
         for a, b in zip(tr.rope_qk_triton(x, k, torch._neg_view(-positions)), want, strict=True)
-    )
-    table = rope_angles(positions, 2).table
-    negated = Angles(torch._neg_view(-table))
-    got = tr.rope_qk_triton(x, k, negated)
-    assert all(
-        torch.equal(a, b) for a, b in zip(got, tr.rope_qk_triton(x, k, Angles(table)), strict=True)
     )

@@ -146,7 +146,7 @@ def check_every_build_compiles() -> dict:
     """Each kind of call a GPU gets, through posenc's public functions, compiled for a GPU
     by this Triton (from 3.0), launched by ``kernel[grid]``: every
     dtype, both layouts, D of 64 and 128; positions ``[B, 1, T]`` rotated in place, an
-    offset past 32 bits out of place, angles made beforehand, a caller's frequencies, and
+    offset past 32 bits out of place, a caller's frequencies, and
     the backward pass. Each call makes its one launch (two with the backward); and each
     build that makes float32 angles' cosines and sines itself carries every float64 number
     they are made of, bit for bit, in the Triton IR it compiles (a Triton that makes a float
@@ -165,12 +165,10 @@ def check_every_build_compiles() -> dict:
                 k = tensor((2, 3, 8, dim), dtype, 0, transpose=True)
                 positions = torch.arange(3).expand(2, 3).contiguous()[:, None]  # [B, 1, T]
                 freqs = torch.rand(dim // 2, dtype=angle)
-                made = fast.rope_angles(positions, dim, dtype=angle)
                 x = torch.randn(2, 4, 3, dim, dtype=dtype, requires_grad=True)
                 for run, launches, makes_cos_sin in (
                     (partial(fast.rope_qk, q, k, positions, layout=layout, inplace=True), 1, True),
                     (partial(fast.rope_qk, q, k, None, layout=layout, offset=2**33), 1, True),
-                    (partial(fast.rope_qk, q, k, made, layout=layout), 1, False),
                     (partial(fast.apply_rope, q, positions, inv_freq=freqs, layout=layout), 1,
                      True),
                     (partial(_forward_and_backward, x, positions, layout), 2, True),

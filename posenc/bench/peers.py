@@ -11,8 +11,7 @@ and ``k [B, 8, T, D]`` (grouped keys, as Llama 3) that are views of its projecti
 - bfloat16, float16, float32.
 
 Timed side by side in one run, each on fresh copies of the same tensors: posenc in place
-and out of place (both layouts), with the positions or with angles made beforehand
-(:func:`posenc.fast.rope_angles`, half layout), Liger-Kernel's RoPE and flash-attn's rotary kernel where
+and out of place (both layouts), Liger-Kernel's RoPE and flash-attn's rotary kernel where
 they are installed, transformers' ``apply_rotary_pos_emb`` eager and under
 ``torch.compile``, and the two bounds, ``copy_`` of q and k into existing buffers (the memory
 traffic) and ``clone`` (traffic plus fresh memory). Peers that take ``cos`` and ``sin`` get
@@ -51,7 +50,6 @@ import torch
 
 from posenc import rope
 from posenc.fast import dispatch as fast
-from posenc.fast import tables
 
 __all__ = [
     "CASES",
@@ -145,13 +143,6 @@ def _peers(case: Case, dtype, device, positions) -> dict[str, tuple[Callable, bo
     the reason it cannot run here."""
     cos, sin, angles = _tables(case, dtype, device)
     peers: dict[str, tuple[Callable, bool] | str] = {}
-    # made once per step, for every layer, as the model makes cos and sin for Liger's
-    made = tables.rope_angles(positions, case.dim, base=BASE)
-    peers["posenc half in place, angles"] = (
-        lambda q, k: fast.rope_qk(q, k, made, layout="half", inplace=True),
-        True,
-    )
-    peers["posenc half, angles"] = (lambda q, k: fast.rope_qk(q, k, made, layout="half"), False)
     for layout in ("half", "interleaved"):
         peers[f"posenc {layout} in place"] = (
             lambda q, k, lay=layout: fast.rope_qk(
@@ -849,8 +840,7 @@ def targets(result: dict, *, dtype: str = "bfloat16") -> list[dict]:
     - in place at least 0.97 of ``copy_``, out of place at least 0.93 of ``clone``, on the
       two large cases (B=8, T=4k and B=1, T=32k, D=128);
     - in place at least Liger's ratio in every case, or at least 0.9 of it where Liger's
-      exceeds 1 (data held in L2): with positions, and with angles made beforehand
-      (:func:`posenc.fast.rope_angles`), as Liger is handed its ``cos`` and ``sin``;
+      exceeds 1 (data held in L2);
     - interleaved at least 0.9 of half's ratio, in place, in every case;
     - forward plus backward at most 2.2 times the time of ``copy_`` (twice the traffic, and
       a tenth more);
@@ -896,14 +886,11 @@ def targets(result: dict, *, dtype: str = "bfloat16") -> list[dict]:
     }
     fwd, train = "forward", "forward+backward"
     half, inter = "posenc half in place", "posenc interleaved in place"
-    made = "posenc half in place, angles"
     every = tuple(c.name for c in CASES)
     goals = (  # check, cases, op, goal, the rows it reads, its value from them
         ("in place / copy_", _LARGE, ">=", 0.97, [(fwd, half)], _copy_ratio),
         ("out of place / clone", _LARGE, ">=", 0.93, [(fwd, "posenc half")], _clone_ratio),
         ("in place / Liger's bar", every, ">=", 1.0, [(fwd, half), (fwd, _LIGER)], _over_liger),
-        ("in place, angles made / Liger's bar", every, ">=", 1.0, [(fwd, made), (fwd, _LIGER)],
-         _over_liger),
         ("interleaved / half, in place", every, ">=", 0.9, [(fwd, inter), (fwd, half)], _over),
         ("forward+backward / copy_", every, "<=", 2.2, [(train, "posenc half"), (train, "copy_")],
          _time_over),

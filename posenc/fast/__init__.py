@@ -9,8 +9,7 @@ the core never imports it.
   each sending a call to the fastest kernel that serves it;
 - :mod:`posenc.bench.forms`: every implementation chapter 13 compares, from the dense matrix
   to ``torch.compile``;
-- :mod:`posenc.fast.tables`: the ``cos``/``sin`` tables, cached between calls, and
-  :func:`rope_angles`, a model's angles made once per step for every layer;
+- :mod:`posenc.fast.tables`: the ``cos``/``sin`` tables, cached between calls;
 - :mod:`posenc.fast.cpu_kernel`: the one-pass loop in C, compiled on first use
   (:mod:`posenc.fast._compiled` keeps the build);
 - :mod:`posenc.fast.triton_kernel`: the one-pass Triton kernel for CUDA, and
@@ -25,14 +24,12 @@ Use it as ``from posenc import fast`` and call ``fast.apply_rope(x, positions, .
 """
 
 from posenc.fast.dispatch import apply_rope, apply_rope_, rope_qk
-from posenc.fast.tables import Angles, cache_clear, cache_info, rope_angles
+from posenc.fast.tables import cache_clear, cache_info
 
 __all__ = [
-    "Angles",
     "apply_rope",
     "apply_rope_",
     "cache_clear",
     "cache_info",
-    "rope_angles",
     "rope_qk",
 ]

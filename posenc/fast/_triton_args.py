@@ -4,8 +4,8 @@ The kernel reads memory through pointers and strides, so the arguments of
 :func:`posenc.fast.triton.rope_triton` and :func:`~posenc.fast.triton.rope_qk_triton` are
 checked here, before a launch, from shapes, dtypes and devices alone (nothing is read back
 from the GPU): the tensors (a dtype the kernel computes in, an even ``D``, no lazy negation),
-the positions as rows ``[T]``, ``[B or 1, T]`` or ``[B or 1, 1, T]``, the frequencies on the
-device, and the angles' table of :func:`~posenc.fast.tables.rope_angles`.
+the positions as rows ``[T]``, ``[B or 1, T]`` or ``[B or 1, 1, T]``, and the frequencies on
+the device.
 
 Shapes: ``B`` batch, ``H`` heads, ``T`` positions, ``D`` features, ``D/2`` pairs.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from posenc._validate import check_base, check_positions, check_tensor
-from posenc.fast.tables import Angles, _default_inv_freq, _not_angles
+from posenc.fast.tables import _default_inv_freq
 from posenc.rope import _check_inv_freq, rope_inv_freq
 
 TRITON_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -96,7 +96,6 @@ def _on(name: str, t: torch.Tensor, device: torch.device) -> torch.Tensor:
 def _integer_tensor(positions, device) -> torch.Tensor:
     """Positions as an integer tensor on ``device``: a tensor as it is (copied there from the
     CPU), Python integers by the reference's rule (an int or a flat sequence)."""
-    _not_angles(positions)
     if isinstance(positions, torch.Tensor):
         if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
             raise TypeError(f"positions must hold integers, got dtype {positions.dtype}")
@@ -167,32 +166,3 @@ def _check_qk(q: object, k: object) -> None:
             f"q and k must share dtype and device, got {q.dtype} on {q.device} "
             f"and {k.dtype} on {k.device}"
         )
-
-
-def _angle_table(angles: Angles, q: torch.Tensor, base, inv_freq, offset: int) -> torch.Tensor:
-    """The table of ``angles`` for ``q [B, H, T, D]`` (checked), on q's device: ``[B or 1, T,
-    2, D/2]`` in q's angle dtype, with ``base``, ``inv_freq`` and ``offset`` left unset."""
-    if inv_freq is not None or offset != 0 or base != 10000.0:
-        raise ValueError(
-            "angles fix the positions and frequencies: leave base, inv_freq and offset at their "
-            f"defaults, got base={base!r}, inv_freq={'a tensor' if inv_freq is not None else None}"
-            f", offset={offset}"
-        )
-    table = angles.table  # [R, T, 2, D/2], checked when made
-    batch, _, length, dim = q.shape
-    if table.shape[0] not in (1, batch) or table.shape[1:] != (length, 2, dim // 2):
-        raise ValueError(
-            f"angles.table must be [B or 1, T, 2, D/2] = [{batch} or 1, {length}, 2, {dim // 2}] "
-            f"for q of shape {tuple(q.shape)}, got {tuple(table.shape)}"
-        )
-    want = torch.float64 if q.dtype == torch.float64 else torch.float32
-    if table.dtype != want:
-        raise ValueError(
-            f"angles must be in q's angle dtype, {want} for q in {q.dtype}, got {table.dtype} "
-            f"(rope_angles(..., dtype={want}))"
-        )
-    if table.stride(3) != 1 or table.stride(2) != dim // 2:  # each row [cos, sin] read as one
-        table = table.contiguous()
-    if _lazily_negated(table):  # the kernel reads memory
-        table = table.resolve_neg()
-    return _on("angles", table, q.device)

@@ -8,7 +8,7 @@ one call) take the arguments of :func:`posenc.rope.apply_rope` and return what i
   between calls (:mod:`posenc.fast.tables`); a call it serves passes a few checks of its
   types and shapes, one cache lookup, and the loop;
 - on CUDA with Triton, the kernel of :mod:`posenc.fast.triton`, which makes its angles
-  itself (or reads those of :func:`~posenc.fast.tables.rope_angles`);
+  itself;
 - everything else (autograd through the tables or through ``x`` on a CPU, ``torch.func``
   transforms, positions that broadcast ``x`` to a larger shape, float16 on a CPU, no C
   compiler) by the reference's own tensor operations, which give the same numbers.
@@ -25,13 +25,12 @@ from posenc._validate import (
     _compiling,
     broadcast_positions,
     check_bool,
-    check_int,
     check_no_overlap,
     check_tensor,
 )
 from posenc.fast import cpu_kernel, triton
 from posenc.fast._checks import check_offset_sum, check_writable, one_memory, transforming, written
-from posenc.fast.tables import Angles, _Args, _lookup, _Tables, _tables
+from posenc.fast.tables import _Args, _lookup, _Tables, _tables
 from posenc.rope import _rotate
 
 __all__ = ["apply_rope", "apply_rope_", "rope_qk"]
@@ -315,19 +314,13 @@ def rope_qk(
     On CUDA with Triton, ``q [B, H, T, D]`` and ``k [B, H_kv, T, D]`` at positions None, a
     tensor ``[T]``, ``[1, T]`` or ``[B, 1, T]`` (the same for every head) go through one launch
     of :func:`~posenc.fast.triton.rope_qk_triton`, each position's angles made once for every
-    head of both, the positions read where they lie. A model can make the angles once per
-    step instead (:func:`~posenc.fast.tables.rope_angles`) and pass them to every layer: the
-    kernel then reads them, with the same results. On a CPU, the C loop rotates each with the
-    one table.
+    head of both, the positions read where they lie. On a CPU, the C loop rotates each with
+    the one table.
 
     Args:
-        q: queries ``[..., H, T, D]`` (``[B, H, T, D]`` with angles).
+        q: queries ``[..., H, T, D]``.
         k: keys ``[..., H_kv, T, D]`` (other leading dims allowed, same ``T`` and ``D``).
-        positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`; or, for
-            ``positions``, the :class:`~posenc.fast.tables.Angles` of
-            :func:`~posenc.fast.tables.rope_angles` (made in q's angle dtype: float64 for
-            float64 q, else float32), with ``base``, ``inv_freq`` and ``offset`` left at their
-            defaults.
+        positions, base, inv_freq, layout: as for :func:`posenc.rope.apply_rope`.
         inplace: rotate ``q`` and ``k`` where they are (as :func:`apply_rope_`); one tensor
             passed as both is rotated once, as out of place.
         offset: added to every position (a KV cache's length): ``positions + offset``,
@@ -339,8 +332,7 @@ def rope_qk(
 
     Raises:
         TypeError, ValueError: as :func:`posenc.rope.apply_rope`, or if ``q`` and ``k``
-            differ in ``T`` or ``D``, dtype or device; with angles, as
-            :func:`~posenc.fast.triton.rope_qk_triton`; ValueError with ``inplace`` when they
+            differ in ``T`` or ``D``, dtype or device; ValueError with ``inplace`` when they
             share some elements and not others (``k`` a slice of ``q``), or one holds an
             element in several places (an expanded view, or windows that overlap as
             ``unfold`` makes).
@@ -353,10 +345,6 @@ def rope_qk(
         >>> rq, rk = rope_qk(q, k)
         >>> torch.equal(rq, reference(q)), torch.equal(rk, reference(k))
         (True, True)
-        >>> from posenc.fast.tables import rope_angles
-        >>> angles = rope_angles(torch.arange(6), 8)  # once per step, for every layer
-        >>> torch.allclose(rope_qk(q, k, angles)[0], rq, atol=1e-5)  # torch's cos: 1 ulp off
-        True
     """
     check_bool("inplace", inplace)
     # k=None would read as "no k" there: anything but a tensor goes the general way, checked
@@ -383,8 +371,6 @@ def rope_qk(
     check_offset_sum(positions, q, offset)
     if _fuses(q, k, positions, inv_freq):  # q and k checked as rope_qk_triton checks them
         return triton._checked_qk(q, k, positions, base, inv_freq, layout, inplace, offset)
-    if isinstance(positions, Angles):
-        return _qk_with_angles(q, k, positions, base, inv_freq, layout, inplace, offset)
     check_tensor("q", q, min_dim=2)
     check_tensor("k", k, min_dim=2)
     qa = _Args(q, positions, base, inv_freq, layout, offset)
@@ -398,18 +384,6 @@ def rope_qk(
             f"and {k.dtype} on {k.device}"
         )
     return _qk_with_tables(qa, qa.sharing(k), _tables(qa), inplace)  # one table for both
-
-
-def _qk_with_angles(q, k, angles, base, inv_freq, layout, inplace, offset):
-    """:func:`rope_qk` with angles, off the kernel: their cos and sin as the tables."""
-    triton._check_qk(q, k)
-    table = triton._angle_table(angles, q, base, inv_freq, check_int("offset", offset))
-    if table.shape[0] == 1:  # [T, D/2], for every batch entry alike
-        cos, sin = table[0, :, 0], table[0, :, 1]
-    else:  # [B, 1, T, D/2]: a batch entry's for all its heads
-        cos, sin = table[:, None, :, 0], table[:, None, :, 1]
-    qa = _Args(q, None, 10000.0, None, layout)
-    return _qk_with_tables(qa, qa.sharing(k), _Tables(cos, sin), inplace)
 
 
 def _qk_with_tables(qa: _Args, ka: _Args, tables: _Tables, inplace: bool):
@@ -431,7 +405,7 @@ def _fuses(q, k, positions, inv_freq=None) -> bool:
     ``k`` at ``positions`` as :func:`posenc.rope.apply_rope` would rotate each (shapes only,
     nothing read): ``[B, H, T, D]`` and ``[B, H_kv, T, D]`` alike but for the heads, and
     positions None or a tensor ``[T]``, ``[1, T]`` or ``[B or 1, 1, T]`` (the same for every
-    head), or angles that need no gradient."""
+    head)."""
     if not (
         _use_triton(q, positions, inv_freq)
         and isinstance(k, torch.Tensor)
@@ -447,8 +421,6 @@ def _fuses(q, k, positions, inv_freq=None) -> bool:
         return False
     if length == 0 or dim == 0 or dim % 2:  # the reference's errors, by the general path
         return False
-    if isinstance(positions, Angles):  # the general path has their gradient
-        return not (positions.table.requires_grad and torch.is_grad_enabled())
     if not isinstance(positions, torch.Tensor):  # integers on the host take the general path,
         return positions is None  # which reads them as apply_rope does ([H, T] is per head)
     shape = positions.shape  # broadcasts into q's [B, H, T]: _use_triton checked it

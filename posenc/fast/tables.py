@@ -6,16 +6,13 @@ and frequencies cast to the angle dtype, multiplied, then ``cos`` and ``sin``), 
 cache keeps the last 16 (at most 256 MB), least recently used first out.
 
 On a GPU nothing is cached behind the caller's back (a key would have to read the
-positions from the device); a model makes its angles once per step with
-:func:`rope_angles`, as transformers makes its ``cos`` and ``sin``, and hands them to
-:func:`posenc.fast.rope_qk` in every layer.
+positions from the device): the Triton kernel makes its angles itself.
 
 Shapes: ``B`` batch, ``T`` positions, ``D`` features, ``D/2`` pairs.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import threading
 from collections import OrderedDict
@@ -32,10 +29,10 @@ from posenc._validate import (
     check_layout,
     check_positions,
 )
-from posenc.fast._checks import check_offset_sum, transforming
+from posenc.fast._checks import transforming
 from posenc.rope import _angles, _check_inv_freq, _check_rope_input, _join, rope_inv_freq
 
-__all__ = ["Angles", "cache_clear", "cache_info", "rope_angles", "rope_tables"]
+__all__ = ["cache_clear", "cache_info", "rope_tables"]
 
 
 _CACHE_SIZE = 16
@@ -65,7 +62,6 @@ class _Args:
     )
 
     def __init__(self, x, positions, base, inv_freq, layout, offset=0):
-        _not_angles(positions)
         x, p = _check_rope_input(x, positions)
         if check_int("offset", offset):
             p = p + offset
@@ -130,15 +126,6 @@ class _Args:
         return self._inv_freq
 
 
-def _not_angles(positions) -> None:
-    """Refuse :class:`Angles` where positions are asked for, saying where they go."""
-    if isinstance(positions, Angles):
-        raise TypeError(
-            "positions must be integers here, got Angles: the angles of rope_angles are taken "
-            "by posenc.fast.rope_qk and rope_qk_triton, which rotate q and k [B, H, T, D]"
-        )
-
-
 def _bits(t: torch.Tensor) -> tuple:
     """A CPU tensor's dtype and bytes: equal keys for equal bits (-0.0 is not 0.0 here)."""
     return t.dtype, t.contiguous().view(torch.uint8).numpy().tobytes()
@@ -192,158 +179,11 @@ def rope_tables(
     return _angle_tables(p, inv_freq, dtype)
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class Angles:
-    """RoPE's angles for one step of a model, made once by :func:`rope_angles` and read by
-    every layer's :func:`posenc.fast.rope_qk`.
-
-    Attributes:
-        table: ``cos`` and ``sin`` side by side, ``[R, T, 2, D/2]`` (``R`` is ``B``, or 1 for
-            every batch entry alike; ``table[..., 0, :]`` the cosines, ``table[..., 1, :]`` the
-            sines), in the angle dtype: float32, or float64 for float64 queries and keys.
-            Any strides: the kernel reads each position's row of cos and sin as one, and
-            copies a table laid out otherwise first.
-
-    Raises:
-        TypeError: for a table that is not a float32 or float64 tensor.
-        ValueError: for a table of another shape, or an empty one.
-
-    Example:
-        >>> Angles(torch.zeros(1, 3, 2, 4)).cos.shape
-        torch.Size([1, 3, 4])
-    """
-
-    table: torch.Tensor
-
-    def __post_init__(self):
-        table = self.table
-        if not isinstance(table, torch.Tensor):
-            raise TypeError(f"table must be a torch.Tensor, got {type(table).__name__}")
-        if table.dtype not in (torch.float32, torch.float64):
-            raise TypeError(
-                f"table must be float32 or float64 (the angle dtype), got {table.dtype}"
-            )
-        if table.dim() != 4 or table.shape[2] != 2 or 0 in table.shape:
-            raise ValueError(
-                f"table must be [R, T, 2, D/2] (cos and sin), non-empty, got {tuple(table.shape)}"
-            )
-
-    @property
-    def cos(self) -> torch.Tensor:
-        """``[R, T, D/2]``, a view of :attr:`table`."""
-        return self.table[..., 0, :]
-
-    @property
-    def sin(self) -> torch.Tensor:
-        """``[R, T, D/2]``, a view of :attr:`table`."""
-        return self.table[..., 1, :]
-
-    def __repr__(self) -> str:
-        rows, length, _, half = self.table.shape
-        return (
-            f"Angles(R={rows}, T={length}, D={2 * half}, dtype={self.table.dtype}, "
-            f"device={self.table.device})"
-        )
-
-
 @functools.lru_cache(maxsize=64)
 def _default_inv_freq(dim: int, base: float, dtype: torch.dtype, device: torch.device):
     """``rope_inv_freq(dim, base)`` in ``dtype`` on ``device``, made once per key: later calls
     copy nothing to the device (a copy a CUDA graph could not capture)."""
     return rope_inv_freq(dim, base).to(device=device, dtype=dtype)
-
-
-def rope_angles(
-    positions,
-    dim: int,
-    *,
-    base: float = 10000.0,
-    inv_freq: torch.Tensor | None = None,
-    offset: int = 0,
-    dtype: torch.dtype = torch.float32,
-    device: torch.device | str | None = None,
-) -> Angles:
-    """The angles of one step, made once for every layer, exactly as the kernel makes them.
-
-    Each angle ``(p + offset) * theta_i`` is rounded to ``dtype``; its ``cos`` and ``sin`` are
-    evaluated in float64 and rounded once to ``dtype``: for float32, the nearest values there
-    are, the ones the Triton kernel makes when it is handed positions (for float64, torch's
-    float64 ``cos`` and ``sin``). A few tensor operations on the positions' device, nothing
-    read back to the host and, once the default frequencies are on the device (the first
-    call puts them there), nothing copied to it, so a CUDA graph can capture them.
-
-    Args:
-        positions: integer positions ``[T]``, ``[B, T]`` or ``[B, 1, T]`` (a tensor, best on
-            the device; or an int or a sequence of ints, ``[T]``).
-        dim: head features ``D`` (even).
-        base: frequency base, used when ``inv_freq`` is None.
-        inv_freq: the frequencies ``[D/2]`` to use instead (copied to the device).
-        offset: added to every position (a KV cache's length); each sum must fit in int64.
-        dtype: the angle dtype: float32 (for float32, bfloat16 and float16 queries and keys)
-            or float64 (for float64 ones).
-        device: where to make them (default: the positions' device).
-
-    Returns:
-        :class:`Angles` whose table is ``[R, T, 2, D/2]``, ``R`` being ``B`` (1 for ``[T]``).
-
-    Raises:
-        TypeError: for positions that are not integers, another ``dtype``, or a ``dim``,
-            ``offset``, ``base`` or ``inv_freq`` of the wrong type.
-        ValueError: for another shape of positions, an odd or non-positive ``dim``, a
-            ``base`` below 2**-64, ``inv_freq`` of another shape, or a ``device`` this torch
-            cannot use (``"cuda"`` on a CPU-only build).
-
-    Example:
-        >>> angles = rope_angles(torch.arange(6) + 10, 8, base=100.0)
-        >>> angles
-        Angles(R=1, T=6, D=8, dtype=torch.float32, device=cpu)
-        >>> cos, sin = rope_tables(torch.arange(6) + 10, 8, base=100.0)
-        >>> torch.allclose(angles.cos[0], cos) and torch.allclose(angles.sin[0], sin)
-        True
-    """
-    if dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
-    dim = check_even_dim("dim", dim)
-    offset = check_int("offset", offset)
-    check_offset_sum(positions, None, offset)
-    if isinstance(positions, torch.Tensor) and positions.dim() > 1:
-        if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
-            raise TypeError(f"positions must hold integers, got dtype {positions.dtype}")
-        shape = tuple(positions.shape)
-        if len(shape) > 3 or (len(shape) == 3 and shape[1] != 1) or shape[-1] == 0:
-            raise ValueError(f"positions must be [T], [B, T] or [B, 1, T], got shape {shape}")
-        p = positions.reshape(shape[0], shape[-1])
-    else:
-        p = check_positions("positions", positions, nonnegative=False)[None]
-    if device is not None:
-        p = _to_device(p, device)
-    if inv_freq is None:
-        base = check_base("base", base)
-        if _compiling():  # traced into the graph, not looked up
-            inv_freq = rope_inv_freq(dim, base)
-        else:
-            inv_freq = _default_inv_freq(dim, base, dtype, p.device)
-    else:
-        inv_freq = check_copyable(
-            "inv_freq", _check_inv_freq(inv_freq, dim), p.device, owner="positions"
-        )
-    angles = (p.to(torch.int64) + offset).to(dtype)[..., None] * inv_freq.to(p.device, dtype)
-    wide = angles.to(torch.float64)  # [R, T, D/2]
-    return Angles(torch.stack((wide.cos(), wide.sin()), dim=-2).to(dtype))
-
-
-def _to_device(p: torch.Tensor, device: object) -> torch.Tensor:
-    """``p`` on ``device``, or an error naming the device when this torch has none such (a
-    CPU-only torch asked for ``"cuda"`` answers with its own AssertionError)."""
-    if not isinstance(device, (str, torch.device)):
-        raise TypeError(f"device must be a str or a torch.device, got {type(device).__name__}")
-    try:
-        return p.to(device)
-    except (AssertionError, RuntimeError) as err:
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(
-            f"device must be a device this torch can use, got {device!r}: {reason}"
-        ) from None
 
 
 def _angle_tables(p, inv_freq, dtype):

@@ -18,14 +18,6 @@ offset into a KV cache). The kernel takes all of that as it is:
 - **no host work that reads the device**: the angles are made in the kernel from the
   positions and ``inv_freq`` (no table to look up or rebuild, no device-to-host copy), so
   a call can be captured in a CUDA graph;
-- **or none made at all**: a model that makes its angles once per step
-  (:func:`posenc.fast.tables.rope_angles`, as transformers makes its ``cos`` and ``sin``)
-  hands them to every layer, and the kernel reads them where it would make them. The
-  kernel makes its own cosines and sines cheaply (below), so that saves no time: in the
-  stored H100 run (bf16, in place, ``posenc/bench/results/rope_peers_h100.json``), a
-  decoding step ran at 1.69 of ``copy_``'s speed with the angles made and 1.66 with them
-  read, and the smallest prefill case (B=1, T=4,096, D=64) at 1.53 either way;
-  Liger-Kernel, which is handed its ``cos`` and ``sin`` the same way, at 1.83 and 1.55;
 - **launched through public APIs**: ``kernel[grid](...)``, inside four operations registered
   with torch's ``torch.library.triton_op`` (``wrap_triton`` around the kernel, so that
   ``torch.compile`` sees the kernel itself) where the installed torch has it, a plain
@@ -85,7 +77,6 @@ from posenc._validate import (
 from posenc.fast._checks import check_offset_sum, check_writable, one_memory, transforming
 from posenc.fast._triton_args import (
     TRITON_DTYPES,
-    _angle_table,
     _check_not_negated,
     _check_qk,
     _check_x,
@@ -94,7 +85,6 @@ from posenc.fast._triton_args import (
     _positions_rows,
     _spread,
 )
-from posenc.fast.tables import Angles
 from posenc.rope import _rotate
 
 __all__ = ["TRITON_DTYPES", "rope_qk_triton", "rope_triton", "triton_available"]
@@ -176,21 +166,18 @@ gave the best geometric mean of the speed against ``copy_`` in both layouts (1.0
 graph, against 1.03 to 1.07). With 4 warps a thread needs about 70 (half) and 60
 (interleaved) registers, so that 7 or 8 programs share a multiprocessor, each with its q and
 k loading while it makes its angles. Each pair's cos and sin are made once per program
-whatever the warps (a test counts them in the compiled code). With the angles read from a
-table, a later sweep on the same H100 kept 4 warps: at a decoding step 1.66 of ``copy_``'s
-speed, against 1.54 with 2 warps and 1.63 with 8 (2 warps were 1% ahead at B=1, T=4,096,
-D=64)."""
+whatever the warps (a test counts them in the compiled code)."""
 
 
 _CONSTEXPRS = (
     "HAS_POS", "INTERLEAVED", "INVERSE", "F64", "SMALL_FREQS", "BLOCK_HQ", "BLOCK_HK",
-    "BLOCK_HALF", "TABLE",
+    "BLOCK_HALF",
 )  # fmt: skip
 """The kernel's compile-time parameters, in the order of its signature (after the others). The
 numbers of heads of q and k and of pairs per head are compile-time constants too, passed among
 the others: a model's never change, and with them fixed, heads that fit one tile (a model's
 usual case) take no loop and the masks of a whole tile vanish (on an H100 at a decoding step,
-2 to 8% faster; at B=1, T=4,096, D=128 with the angles read, 7%). ``[N, T, D]`` inputs are
+2 to 8% faster). ``[N, T, D]`` inputs are
 split so that every ``N`` shares a few builds (:func:`_bhtd`)."""
 
 
@@ -201,11 +188,10 @@ _INTERPRETED_DEVICES = ("cpu",)
 def _launch(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse, small) -> None:
     """Rotate ``q [B, H, T, D]`` into ``q_out`` (and ``k`` into ``k_out``) in one launch.
 
-    ``pos`` is None, integers ``[T]``, ``[B or 1, T]`` or ``[B or 1, 1, T]``, or the angles'
-    table ``[B or 1, T, 2, D/2]`` (floating, in the angle dtype: see :func:`_is_table`);
+    ``pos`` is None or integers ``[T]``, ``[B or 1, T]`` or ``[B or 1, 1, T]``;
     ``inv_freq`` ``[D/2]`` on q's device in a dtype of :data:`TRITON_DTYPES` (the kernel
     rounds it to the angle dtype, float64 for float64 q and float32 otherwise, as
-    ``Tensor.to`` does; not read with a table), ``small`` whether every one is at most 1;
+    ``Tensor.to`` does), ``small`` whether every one is at most 1;
     ``k`` may be None.
     """
     if q.shape[0] * q.shape[2] == 0:
@@ -237,11 +223,8 @@ def _arguments(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse, 
         k, k_out, n_k = q, q, 0
     else:
         n_k = k.shape[1]
-    table = _is_table(pos)
     if pos is None:
         p_strides = (0, 0)
-    elif table:  # [B or 1, T, 2, D/2]: a row of cos and sin per (batch entry, position)
-        p_strides = (pos.stride(0) if pos.shape[0] > 1 else 0, pos.stride(1))
     else:  # [T], [B or 1, T] or [B or 1, 1, T]: a batch stride (0 for one row), a position one
         p_strides = (pos.stride(0) if pos.dim() > 1 and pos.shape[0] > 1 else 0, pos.stride(-1))
     args = (
@@ -249,21 +232,14 @@ def _arguments(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse, 
         *q.stride(), *q_out.stride(), *k.stride(), *k_out.stride(), *p_strides,
     )  # fmt: skip
     consts = (
-        pos is not None and not table,  # HAS_POS
+        pos is not None,  # HAS_POS
         interleaved,
         inverse,
         q.dtype == torch.float64,  # F64: the angle dtype
         small,  # SMALL_FREQS
         *_blocks(n_q, n_k, dim),
-        table,
     )
     return n_b * length, args, consts
-
-
-def _is_table(pos) -> bool:
-    """Whether ``pos`` holds the angles' table of :class:`~posenc.fast.tables.Angles` (floating)
-    rather than positions (integers)."""
-    return pos is not None and pos.is_floating_point()
 
 
 def _heads_per_tile(dim: int) -> int:
@@ -280,17 +256,18 @@ def _blocks(n_q: int, n_k: int, dim: int) -> tuple[int, int, int]:
     return min(_pow2(n_q), heads_per_tile), min(_pow2(max(n_k, 1)), heads_per_tile), _pow2(dim // 2)
 
 
-def _stand_in(x, pos, offset, inv_freq, interleaved, inverse) -> torch.Tensor:
-    """The kernel's arithmetic in torch, for devices the kernel does not run on."""
+def _stand_in(x, pos, offset, inv_freq, interleaved, inverse, per_row=False) -> torch.Tensor:
+    """The kernel's arithmetic in torch, for devices the kernel does not run on and for what
+    one launch cannot take; ``pos`` the kernel's rows, or with ``per_row`` x's ``[..., T]``."""
     length = x.shape[-2]
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32  # the angle dtype
-    if _is_table(pos):  # [B or 1, T, 2, D/2], made as below
-        cos, sin = pos[:, None, :, 0], pos[:, None, :, 1]  # [B or 1, 1, T, D/2]
+    if pos is None:
+        t = torch.arange(length, device=x.device)
     else:
-        t = torch.arange(length, device=x.device) if pos is None else pos.reshape(-1, 1, length)
-        angles = (t + offset).to(dtype)[..., None] * inv_freq.to(dtype)  # [(B, 1,) T, D/2]
-        work = angles.to(torch.float64)
-        cos, sin = work.cos().to(dtype), work.sin().to(dtype)
+        t = pos if per_row else pos.reshape(-1, 1, length)
+    angles = (t + offset).to(dtype)[..., None] * inv_freq.to(dtype)  # [(B, 1,) T, D/2]
+    work = angles.to(torch.float64)
+    cos, sin = work.cos().to(dtype), work.sin().to(dtype)
     layout = "interleaved" if interleaved else "half"
     return _rotate(x.to(dtype), cos, -sin if inverse else sin, layout).to(x.dtype)
 
@@ -309,8 +286,7 @@ def _kernel_serves(x: torch.Tensor) -> bool:
 # --- the four operations ---------------------------------------------------------------------
 # Out of place (differentiable: the backward is the inverse rotation) and in place, for one
 # tensor and for q and k together. Tensors are [B, H, T, D] views, positions None, [T],
-# [B or 1, T] or [B or 1, 1, T] on x's device (or the angles' table [B or 1, T, 2, D/2]),
-# inv_freq [D/2] in a dtype the kernel loads.
+# [B or 1, T] or [B or 1, 1, T] on x's device, inv_freq [D/2] in a dtype the kernel loads.
 
 
 def _rope(
@@ -520,39 +496,21 @@ def rope_triton(
     offset = check_int("offset", offset)
     freqs, small = _freqs(x, base, inv_freq)
     x4 = _bhtd(x)
-    if x4 is None:  # leading dims that do not merge: one slice of the first at a time
-        if isinstance(positions, torch.Tensor) and positions.dim() > 1:
-            positions = _spread(_integer_tensor(positions, x.device), x.shape)
-        if inplace:
-            check_no_overlap("x", x)
-            check_writable("x", x)
-        out = x if inplace else torch.empty_like(x)
-        for i in range(x.shape[0]):
-            p_i = positions
-            if isinstance(positions, torch.Tensor) and positions.dim() > 1:
-                p_i = positions[i]
-            part = rope_triton(
-                x[i], p_i, inv_freq=freqs, layout=layout, inplace=inplace, offset=offset
-            )
-            if not inplace:
-                out[i].copy_(part)
-        return out
-    rows = _positions_rows(positions, x4, x.shape)
+    rows = None if x4 is None else _positions_rows(positions, x4, x.shape)
     _check_device(x)
-    if isinstance(rows, str):  # per-head positions: one launch per head
-        p4 = _integer_tensor(positions, x.device).expand(x.shape[:-1]).reshape(x4.shape[:-1])
-        out4 = x4 if inplace else torch.empty_like(x4)
-        for h in range(x4.shape[1]):
-            out4[:, h : h + 1] = rope_triton(
-                x4[:, h : h + 1], p4[:, h : h + 1], inv_freq=freqs, layout=layout, offset=offset
-            )
-        return x if inplace else out4.view(x.shape)
+    if inplace:
+        check_no_overlap("x", x)
+        check_writable("x", x)
+    if x4 is None or isinstance(rows, str):  # what one launch cannot take: tensor operations
+        spread = (
+            None if positions is None else _spread(_integer_tensor(positions, x.device), x.shape)
+        )
+        out = _stand_in(x, spread, offset, freqs, layout == "interleaved", False, per_row=True)
+        return x.copy_(out) if inplace else torch.empty_like(x).copy_(out)
     flags = (layout == "interleaved", False, small)
     if not inplace:
         out = _op("rope")(x4, rows, offset, freqs, *flags)
         return out if x4 is x else out.view(x.shape)
-    check_no_overlap("x", x)
-    check_writable("x", x)
     if torch.is_grad_enabled() and x.requires_grad:  # autograd records the copy
         x.copy_(_op("rope")(x4, rows, offset, freqs, *flags).view(x.shape))
     else:
@@ -578,10 +536,7 @@ def rope_qk_triton(
         k: keys ``[B, H_kv, T, D]``, same ``B``, ``T``, ``D``, dtype and device.
         positions: None (``0 .. T-1``), ``[T]``, or ``[B, T]`` as a model passes
             ``position_ids`` (an integer tensor, best on the device); ``[B, 1, T]``, broadcast
-            over the heads, is taken too. ``B`` may be 1 for every batch entry alike. Or the
-            :class:`~posenc.fast.tables.Angles` of
-            :func:`~posenc.fast.tables.rope_angles`, made once for every layer, read instead
-            of made (``base``, ``inv_freq`` and ``offset`` then left at their defaults).
+            over the heads, is taken too. ``B`` may be 1 for every batch entry alike.
         base, inv_freq: the frequencies, as for :func:`posenc.rope.apply_rope`.
         layout: ``"half"`` (Hugging Face, the default here) or ``"interleaved"``.
         inplace: rotate ``q`` and ``k`` where they are; one tensor passed as both is rotated
@@ -598,9 +553,7 @@ def rope_qk_triton(
     Raises:
         TypeError, ValueError: for bad tensors, positions, frequencies (``inv_freq`` that
             requires grad included) or layout, or ``q`` and ``k`` that differ in ``B``, ``T``,
-            ``D``, dtype or device; ValueError for angles of another shape or dtype than q's,
-            or that require grad, or given with ``base``, ``inv_freq`` or ``offset``;
-            ValueError with ``inplace`` when they share some elements and not others (``k``
+            ``D``, dtype or device; ValueError with ``inplace`` when they share some elements and not others (``k``
             a slice of ``q``).
         RuntimeError: when Triton cannot run on q's device (see :func:`triton_available`),
             or, as torch, for ``inplace`` on a leaf that requires grad (before anything is
@@ -627,18 +580,8 @@ def _checked_qk(q, k, positions, base, inv_freq, layout, inplace, offset):
     batch, _, length, _ = q.shape
     layout = check_layout(layout)
     offset = check_int("offset", offset)
-    if isinstance(positions, Angles):
-        rows = _angle_table(positions, q, base, inv_freq, offset)
-        if rows.requires_grad and torch.is_grad_enabled():
-            raise ValueError(
-                "angles must not require grad: the kernel has no gradient for them "
-                "(posenc.fast.rope_qk takes them by the differentiable path)"
-            )
-        freqs, small = rows, False  # not read: the kernel reads the table
-        positions = None
-    else:
-        freqs, small = _freqs(q, base, inv_freq)
-        rows = None
+    freqs, small = _freqs(q, base, inv_freq)
+    rows = None
     if positions is not None:  # [T], [B or 1, T] or [B or 1, 1, T], taken as they are
         rows = _integer_tensor(positions, q.device)
         shape = rows.shape
@@ -661,12 +604,6 @@ def _checked_qk(q, k, positions, base, inv_freq, layout, inplace, offset):
         check_no_overlap(name, t)
         check_writable(name, t)
     if one_memory("q", q, "k", k):  # one tensor passed twice: rotated once, as out of place
-        if _is_table(rows):
-            if grad:
-                q.copy_(_op("rope")(q, rows, offset, freqs, *flags))
-            else:
-                _op("rope_")(q, rows, offset, freqs, *flags)
-            return q, k
         if rows is not None and rows.dim() == 2:
             rows = rows[:, None]  # [B, T] is per batch entry here; rope_triton reads [B, 1, T]
         rope_triton(q, rows, inv_freq=freqs, layout=layout, inplace=True, offset=offset)

@@ -216,7 +216,6 @@ def rope_kernel(
     BLOCK_HQ: tl.constexpr,
     BLOCK_HK: tl.constexpr,
     BLOCK_HALF: tl.constexpr,
-    TABLE: tl.constexpr,
 ):
     # one program per (batch, position): its angles once, then every head of q and k
     row = tl.program_id(0).to(tl.int64)
@@ -230,31 +229,22 @@ def rope_kernel(
     # that their loads are under way meanwhile (at a decoding step, a program's whole time)
     q1, q2 = load_tile(q_at, 0, n_q, half, q_sh, q_sd, INTERLEAVED, BLOCK_HQ, BLOCK_HALF)
     k1, k2 = load_tile(k_at, 0, n_k, half, k_sh, k_sd, INTERLEAVED, BLOCK_HK, BLOCK_HALF)
-    if TABLE:  # the angles made beforehand (rope_angles): pos holds rows [R, T, 2, D/2] of
-        # cos and sin in the angle dtype, read as rows of every head's pairs; no arithmetic
-        pairs = tl.arange(0, BLOCK_HALF)
-        at = pos + b * p_sb + t * p_st
-        c = tl.load(at + pairs[None, :], mask=(pairs < half)[None, :], other=0.0)
-        s = tl.load(at + half + pairs[None, :], mask=(pairs < half)[None, :], other=0.0)
-        if INVERSE:
-            s = -s
+    p = tl.load(pos + b * p_sb + t * p_st).to(tl.int64) + offset if HAS_POS else t + offset
+    pairs = tl.arange(0, BLOCK_HALF)
+    # the frequencies in whatever dtype they come, rounded to the angle dtype here (as
+    # Tensor.to rounds them, to nearest): a float64 inv_freq costs no conversion launch
+    freq = tl.load(inv_freq + pairs, mask=pairs < half, other=0.0)
+    if F64:
+        c, s = cos_sin(p.to(tl.float64) * freq.to(tl.float64))
     else:
-        p = tl.load(pos + b * p_sb + t * p_st).to(tl.int64) + offset if HAS_POS else t + offset
-        pairs = tl.arange(0, BLOCK_HALF)
-        # the frequencies in whatever dtype they come, rounded to the angle dtype here (as
-        # Tensor.to rounds them, to nearest): a float64 inv_freq costs no conversion launch
-        freq = tl.load(inv_freq + pairs, mask=pairs < half, other=0.0)
-        if F64:
-            c, s = cos_sin(p.to(tl.float64) * freq.to(tl.float64))
-        else:
-            angle = p.to(tl.float32) * freq.to(tl.float32)  # rounded to float32, as torch's
-            c, s = cos_sin_of_float32(angle, p, SMALL_FREQS)
-            c = c.to(tl.float32)
-            s = s.to(tl.float32)
-        if INVERSE:
-            s = -s
-        c = as_row(c)
-        s = as_row(s)
+        angle = p.to(tl.float32) * freq.to(tl.float32)  # rounded to float32, as torch's
+        c, s = cos_sin_of_float32(angle, p, SMALL_FREQS)
+        c = c.to(tl.float32)
+        s = s.to(tl.float32)
+    if INVERSE:
+        s = -s
+    c = as_row(c)
+    s = as_row(s)
     rotate_heads(q_at, qo_at, q1, q2, c, s, n_q, half, q_sh, q_sd, qo_sh, qo_sd,
                  INTERLEAVED, BLOCK_HQ, BLOCK_HALF)  # fmt: skip
     rotate_heads(k_at, ko_at, k1, k2, c, s, n_k, half, k_sh, k_sd, ko_sh, ko_sd,
