@@ -1,4 +1,4 @@
-"""A printed verdict carries the value it measured (chapters 4, 5, 6, 9 and 12).
+"""A printed verdict carries the value it measured (chapters 4, 5, 6, 9, 12, 15 and 16).
 
 A line of a chapter's stored output that ends in ``True`` or ``False`` must also print a
 number: ``largest difference < 1e-12 (allclose: True)``, not ``matrix == pair by pair:
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAPTERS = ["04", "05", "06", "09", "12"]
+CHAPTERS = ["04", "05", "06", "09", "12", "15", "16"]
 
 YES_OR_NO = {
     "06": ["exactly those with m == n: True"],
