@@ -801,8 +801,6 @@ _BENCH = lambda: posenc.bench.run(  # noqa: E731  a tiny grid, in milliseconds
 base("bench.report.time_figure", result=_BENCH)
 base("bench.report.ratio_figure", result=_BENCH)
 _TABLE = lambda: _randn(4, 4).cos()  # noqa: E731  [T, D/2] for x of shape [.., 4, 8]
-base("cpu_kernel.rotate", src=lambda: _randn(2, 4, 8), dst=lambda: _randn(2, 4, 8, seed=1))
-base("cpu_kernel.rotate", cos=_TABLE, sin=_TABLE, layout=lambda: "half")
 base("claims_tables.slugify", title=lambda: "A query at $m$, a key at $n$")
 base("claims_tables.update_claims_page", path=_claims_page, claims=lambda: [_claim()])
 
@@ -1045,11 +1043,6 @@ NO_BASELINE = {
     "triton.rope_qk_triton": "needs a CUDA GPU with Triton",
     "bench.forms.rope_compiled": "torch.compile takes tens of seconds on first use",
     "data.smol.load": "loads a 135M-parameter model (seconds); tests/test_smol.py loads it",
-    **(
-        {}
-        if posenc.fast.cpu_kernel.available()
-        else {"cpu_kernel.rotate": f"no C kernel here: {posenc.fast.cpu_kernel.status()}"}
-    ),
 }
 
 # The benchmark harness is walked only where a call is cheap and

@@ -568,8 +568,12 @@ def rope_c(
         )
     src = x if x.dim() <= 4 and x.stride(-1) == 1 else x.contiguous()
     src = src if src.dim() <= 4 else src.view(-1, *src.shape[-3:])
-    out = torch.empty_like(src)
-    cpu_kernel.rotate(src, out, tables.cos, tables.sin, args.layout)
+    lib = cpu_kernel._load()
+    if lib is None:
+        raise RuntimeError(f"the C kernel is not available: {cpu_kernel.status()}")
+    src, out = src.resolve_neg(), torch.empty_like(src)  # the loop reads memory
+    cpu_kernel._run(lib, src, out, tables.cos.contiguous(), tables.sin.contiguous(), args.layout,
+                    torch.get_num_threads())  # fmt: skip
     return out.view(x.shape)
 
 

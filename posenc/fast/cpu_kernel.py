@@ -36,11 +36,9 @@ from pathlib import Path
 
 import torch
 
-from posenc._validate import check_no_overlap, check_option, check_tensor
 from posenc.fast import _compiled
-from posenc.fast._checks import written
 
-__all__ = ["SOURCE", "available", "rotate", "status"]
+__all__ = ["SOURCE", "available", "status"]
 
 SOURCE = r"""
 #include <stdint.h>
@@ -271,103 +269,6 @@ def status() -> str:
     """
     _load()
     return _state["why"]
-
-
-def _span(t: torch.Tensor) -> tuple[int, int]:
-    """The bytes from ``t``'s first element to past its last: ``[start, end)``."""
-    last = sum((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True))
-    return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
-
-
-def _check_arguments(src, dst, cos, sin) -> None:
-    """Everything the C loop trusts, checked before any pointer is taken: the loop reads and
-    writes raw memory, so a tensor it cannot take would crash the process, not raise."""
-    tensors = {"src": src, "dst": dst, "cos": cos, "sin": sin}
-    for name, t in tensors.items():
-        check_tensor(name, t, min_dim=2)
-        if t.device.type != "cpu":
-            raise ValueError(
-                f"{name} must be on device cpu for the C loop, got {name} on device {t.device}"
-            )
-        if t.is_neg():
-            raise ValueError(
-                f"{name} must not be a lazy negation (its memory holds the negated values, "
-                f"e.g. z.conj().imag): pass {name}.resolve_neg()"
-            )
-    if src.dtype not in _DTYPES:
-        raise ValueError(
-            f"src must be float32, float64 or bfloat16 for the C loop, got {src.dtype}"
-        )
-    work = torch.float64 if src.dtype == torch.float64 else torch.float32
-    for name, t, want in (("dst", dst, src.dtype), ("cos", cos, work), ("sin", sin, work)):
-        if t.dtype != want:
-            raise ValueError(f"{name} must be {want} for src in {src.dtype}, got {t.dtype}")
-    dim = src.shape[-1]
-    if dim % 2 or src.numel() == 0 or src.dim() > 4:
-        raise ValueError(
-            f"src must be non-empty [..., T, D] with at most 4 dims and an even D, got "
-            f"{tuple(src.shape)}"
-        )
-    if dst.shape != src.shape:
-        raise ValueError(f"dst must have src's shape {tuple(src.shape)}, got {tuple(dst.shape)}")
-    table = (src.shape[-2], dim // 2)
-    for name in ("cos", "sin"):
-        if tuple(tensors[name].shape) != table or not tensors[name].is_contiguous():
-            raise ValueError(
-                f"{name} must be contiguous [T, D/2] = {list(table)}, got shape "
-                f"{tuple(tensors[name].shape)} and strides {tensors[name].stride()}"
-            )
-    for name in ("src", "dst"):
-        if tensors[name].stride(-1) != 1:
-            raise ValueError(f"{name} must have a contiguous last dim, got strides "
-                             f"{tensors[name].stride()}")  # fmt: skip
-    check_no_overlap("dst", dst)
-    d0, d1 = _span(dst)
-    for name in ("src", "cos", "sin"):
-        t = tensors[name]
-        if name == "src" and t.data_ptr() == dst.data_ptr() and t.stride() == dst.stride():
-            continue  # in place: dst is src
-        t0, t1 = _span(t)
-        if t0 < d1 and d0 < t1:
-            raise ValueError(f"dst must not overlap {name} (unless dst is src), and it does")
-
-
-def rotate(
-    src: torch.Tensor, dst: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str
-) -> None:
-    """Write RoPE of ``src`` into ``dst`` (in place when ``dst`` is ``src``) with the kernel.
-
-    Args:
-        src: vectors ``[..., T, D]`` (at most 4 dims, D even), float32, float64 or bfloat16
-            on the CPU, any strides but a contiguous last dim.
-        dst: the result, same shape and dtype (any such strides); may be ``src``.
-        cos: ``cos(p theta_i)`` ``[T, D/2]``, contiguous, in the angle dtype (float64 for
-            float64 src, else float32).
-        sin: ``sin(p theta_i)``, like ``cos``.
-        layout: ``"interleaved"`` or ``"half"``.
-
-    Raises:
-        TypeError: if an argument is not a floating tensor.
-        ValueError: for an unknown layout, or tensors the kernel cannot take: one not on the
-            CPU, of another dtype or shape, a last dim that is not contiguous, a ``dst`` that
-            holds an element twice or overlaps the tables (or ``src``, unless it is
-            ``src``). All four are checked before the loop sees a pointer.
-        RuntimeError: if the kernel is not available (:func:`status` says why).
-
-    Example:
-        >>> x = torch.randn(2, 3, 4)
-        >>> angles = torch.arange(3.0)[:, None] * torch.tensor([1.0, 0.01])
-        >>> if available():
-        ...     rotate(x, x, angles.cos(), angles.sin(), "half")
-    """
-    _check_arguments(src, dst, cos, sin)
-    check_option("layout", layout, ("interleaved", "half"))
-    lib = _load()
-    if lib is None:
-        raise RuntimeError(f"the C kernel is not available: {status()}")
-    _run(lib, src, dst, cos, sin, layout, torch.get_num_threads())
-    if dst.data_ptr() == src.data_ptr():
-        written(dst)
 
 
 def _run(lib, src, dst, cos, sin, layout: str, workers: int) -> None:
