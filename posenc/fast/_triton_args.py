@@ -14,7 +14,13 @@ from __future__ import annotations
 
 import torch
 
-from posenc._validate import check_base, check_positions, check_tensor
+from posenc._validate import (
+    check_base,
+    check_positions,
+    check_same_device,
+    check_same_dtype,
+    check_tensor,
+)
 from posenc.fast.tables import _default_inv_freq
 from posenc.rope import _check_inv_freq, rope_inv_freq
 
@@ -161,8 +167,5 @@ def _check_qk(q: object, k: object) -> None:
         raise ValueError(
             f"k must share q's B, T and D, got q {tuple(q.shape)} and k {tuple(k_shape)}"
         )
-    if k.dtype != q.dtype or k.device != q.device:
-        raise ValueError(
-            f"q and k must share dtype and device, got {q.dtype} on {q.device} "
-            f"and {k.dtype} on {k.device}"
-        )
+    check_same_device(q=q, k=k)
+    check_same_dtype(q=q, k=k)

@@ -26,6 +26,8 @@ from posenc._validate import (
     broadcast_positions,
     check_bool,
     check_no_overlap,
+    check_same_device,
+    check_same_dtype,
     check_tensor,
 )
 from posenc.fast import cpu_kernel, triton
@@ -378,11 +380,8 @@ def rope_qk(
         raise ValueError(
             f"k must have q's last two dims [T, D] = {list(q.shape[-2:])}, got {list(k.shape[-2:])}"
         )
-    if k.dtype != q.dtype or k.device != q.device:
-        raise ValueError(
-            f"q and k must share dtype and device, got {q.dtype} on {q.device} "
-            f"and {k.dtype} on {k.device}"
-        )
+    check_same_device(q=q, k=k)
+    check_same_dtype(q=q, k=k)
     return _qk_with_tables(qa, qa.sharing(k), _tables(qa), inplace)  # one table for both
 
 
