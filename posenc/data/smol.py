@@ -20,7 +20,8 @@ download. This module gives the chapter its tokenizer and model from one of two 
 the Hub is asked once, with a 5 s limit, before anything is downloaded.
 
 ``python -m posenc.data.smol`` loads the model once (building the cache if needed) and prints
-that line; the test command runs it before the timed tests.
+that line, and converts the tokenizer :func:`token_rows` needs; the test command runs it
+before the timed tests.
 """
 
 from __future__ import annotations
@@ -781,3 +782,4 @@ def token_rows(*, cache: Path | None = None) -> TokenRows:
 
 if __name__ == "__main__":
     print(load().describe())
+    token_rows()  # the chapters' fallback rows: the tokenizer converted once
