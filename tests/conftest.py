@@ -23,6 +23,7 @@ def hub_cache(tmp_path_factory) -> Path:
 
     cache = tmp_path_factory.mktemp("local-hub-cache")
     local_hub.copy_offline_tokenizer(cache)
+    local_hub.link_smollm2_rows(cache)
     # a copy of the same file: the tokenizer this process loaded from it serves here too
     for copied in cache.glob("llama3-tokenizer-*.json"):
         llama._LOADED[copied] = llama.offline_tokenizer()

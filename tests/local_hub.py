@@ -577,6 +577,18 @@ def _parse_range(header: str, size: int) -> tuple[int, int] | None:
     return (start, end) if start < end else None
 
 
+def link_smollm2_rows(cache: Path) -> None:
+    """Link SmolLM2's GGUF file and tokenizer, which ``embeddings.load`` falls back to, from the
+    project's cache into ``cache`` (built there first if missing)."""
+    from posenc.data import smol
+    from posenc.device import cache_dir
+
+    smol.token_rows()
+    for entry in cache_dir().glob("smollm2-*"):
+        if "gguf" in entry.name or "tokenizer" in entry.name:
+            (cache / entry.name).symlink_to(entry)
+
+
 def copy_offline_tokenizer(cache: Path) -> None:
     """Copy the converted offline tokenizer into ``cache`` (saves rebuilding it, 5 s)."""
     from posenc.data import llama

@@ -167,7 +167,13 @@ def _randn(*shape, dtype=F64, seed=0):
 
 @functools.cache
 def _llama():
-    return posenc.data.llama.load("offline")
+    # the Hub's tokenizer is the offline one; the rows need the Hub (NO_BASELINE)
+    return posenc.data.llama.Llama(posenc.data.llama.offline_tokenizer(), "hf_" + "x" * 34)
+
+
+@functools.cache
+def _smol_rows():
+    return posenc.data.smol.token_rows()
 
 
 @functools.cache
@@ -506,7 +512,6 @@ base("data.llama.read_safetensors_rows", tensor=lambda: "t", rows=lambda: [2, 0]
 base("data.llama.offline_tokenizer")
 base("data.llama.Llama.encode", text=lambda: "The dog")
 base("data.llama.Llama.pieces", ids=lambda: [5679])
-base("data.llama.Llama.embed", ids=lambda: [5679])
 base(
     "llama_rope.bands_from_ratio",
     scaled=lambda: torch.tensor([1.0, 0.3, 0.25]),
@@ -963,6 +968,14 @@ base(
     model=_tiny_llama,
 )
 base("data.smol.Smol.pieces", ids=lambda: [504, 3575])
+base(
+    "data.smol.TokenRows",
+    tokenizer=lambda: _smol_rows().tokenizer,
+    path=posenc.data.smol.gguf_path,
+)
+base("data.smol.TokenRows.encode", text=lambda: "The dog")
+base("data.smol.TokenRows.pieces", ids=lambda: [0, 2767])
+base("data.smol.TokenRows.embed", ids=lambda: [0, 2767])
 
 # --- the training experiment of chapter 16: tiny settings and models, the stored grid -------
 
@@ -1039,6 +1052,7 @@ base("training_views.live_check", run=_stored_run, results=posenc.train.stored)
 NO_BASELINE = {
     "data.llama.hub_tokenizer": "needs the Hugging Face Hub and a token",
     "data.llama.hub_embeddings": "needs the Hugging Face Hub and a token",
+    "data.llama.Llama.embed": "needs the Hugging Face Hub and a token",
     "triton.rope_triton": "needs a CUDA GPU with Triton",
     "triton.rope_qk_triton": "needs a CUDA GPU with Triton",
     "bench.forms.rope_compiled": "torch.compile takes tens of seconds on first use",
@@ -1063,6 +1077,7 @@ INSTANCES: dict[str, Callable[[], object]] = {
     ),
     "data.llama.Llama": _llama,
     "data.smol.Smol": _tiny_smol,
+    "data.smol.TokenRows": _smol_rows,
     "decoder.KVCache": lambda: posenc.decoder.KVCache(),
     "context.ScoreTerms": _score_terms,
     "precision.Recipe": lambda: posenc.precision.RECIPES["fp32 angles"],
@@ -1243,7 +1258,7 @@ mixing("shift.max_shift_error", "encoding", "the shift matrices are copied to it
 OPTIONS: dict[str, set[str]] = {
     "relative_views.attention_at": {"scheme"},
     "relative_views.shift_change": {"scheme"},
-    "data.llama.load": {"source"},
+    "data.embeddings.load": {"source"},
     "data.smol.load": {"source"},
     "data.smol.Smol": {"source"},
     "trained.recipe_rope": {"recipe"},

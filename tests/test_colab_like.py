@@ -21,7 +21,7 @@ New packages (gguf, llama-models, posenc) are additions and fine. After the run 
 versions are checked again: the chapters passed with Colab's versions, not with upgrades.
 
 The secret: Colab's ``userdata.get("HF_TOKEN")`` returns a fake token here and records
-each call. With ``HF_HUB_OFFLINE=1`` ``posenc.data.llama.load`` takes the offline path without
+each call. With ``HF_HUB_OFFLINE=1`` ``posenc.data.embeddings.load`` takes the offline path without
 asking for a token, so the chapters never read the secret; a probe after the run shows that
 the secret is reachable (``posenc.data.llama._hf_token`` returns it once not offline). The token
 must appear in no executed output, in no file written under the test's directories and in

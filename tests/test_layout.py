@@ -192,7 +192,7 @@ import torch
 import posenc as pe
 print("core", tuple(pe.apply_rope(torch.randn(3, 8)).shape))
 asks = {{
-    "posenc.data.llama.load": lambda: pe.llama.load("offline"),
+    "posenc.data.embeddings.load": lambda: importlib.import_module("posenc.data.embeddings").load("offline"),
     "posenc.data.llama.offline_tokenizer": lambda: pe.llama.offline_tokenizer(),
     "posenc.data.smol.load": lambda: pe.smol.load("offline"),
     "posenc.data.smol.read_gguf_tensor": lambda: pe.smol.read_gguf_tensor("x.gguf", "t"),

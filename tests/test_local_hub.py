@@ -19,10 +19,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from local_hub import NO_ACCESS_TOKEN, TOKEN, WRONG_TOKEN, point_huggingface_hub_at
+from local_hub import (
+    NO_ACCESS_TOKEN,
+    TOKEN,
+    WRONG_TOKEN,
+    link_smollm2_rows,
+    point_huggingface_hub_at,
+)
 from safetensors import safe_open
 
-from posenc.data import llama
+from posenc.data import embeddings, llama
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,32 +74,31 @@ def files_holding(root: Path, secret: str) -> list[str]:
 
 
 def test_a_token_with_access_loads_from_the_hub(hub_env):
-    data = llama.load()
+    data = embeddings.load()
     assert data.source == "hub"
     assert data.describe().startswith(f"hub: tokenizer and real embedding rows of {llama.MODEL_ID}")
     resolved = [r for r in hub_env.requests if "/resolve/" in r.path]
     assert resolved and all(r.auth == "access" and r.status in (200, 206) for r in resolved)
-    assert llama.load("hub").source == "hub"
+    assert embeddings.load("hub").source == "hub"
 
 
 def test_hub_token_ids_are_the_offline_tokenizers(hub_env):
-    hub, offline = llama.load("hub"), llama.load("offline")
-    assert hub.tokenizer is not offline.tokenizer  # read from the Hub's files, not reused
+    hub, offline = embeddings.load("hub"), llama.offline_tokenizer()
+    assert hub.tokenizer is not offline  # read from the Hub's files, not reused
     for text in TEXTS:
         ids = hub.encode(text)
-        assert ids == offline.encode(text), text
-        assert hub.pieces(ids) == offline.pieces(ids), text
+        assert ids == offline(text)["input_ids"], text
+        assert hub.pieces(ids) == [offline.decode([i]) for i in ids], text
     assert hub.encode("The dog chased another dog") == [128000, 791, 5679, 62920, 2500, 5679]
 
 
 def test_hub_rows_are_the_files_rows_and_cost_under_100_kb(hub_env, hub_repo, hub_cache):
-    data = llama.load("hub")
+    data = embeddings.load("hub")
     hub_env.reset()
     ids = data.encode("Once upon a time, a Dog attacks the Cat.")
     rows = data.embed(ids)
     assert rows.dtype == torch.float32 and rows.shape == (len(ids), llama.EMBED_DIM)
     assert torch.equal(rows, table_rows(hub_repo, ids).float())
-    assert not torch.equal(rows, llama.stand_in_embeddings(ids))
     sent = hub_env.bytes_for("model.safetensors")
     assert 0 < sent < 100_000, f"{sent} bytes for {len(set(ids))} rows"
     gets = [r for r in hub_env.requests if r.method == "GET"]
@@ -131,7 +136,7 @@ def test_a_requests_session_reads_the_same(hub_env, hub_repo, monkeypatch, tmp_p
         llama.hub_embeddings([791], TOKEN, cache=tmp_path / "rows")
     hub_env.misbehave("403")
     with pytest.raises(RuntimeError, match="HTTP 403, the Hub refused the token"):
-        llama.load("hub")
+        embeddings.load("hub")
 
 
 def test_the_client_reads_the_gate_as_on_the_hub(hub_env, tmp_path):
@@ -185,7 +190,7 @@ def test_a_hub_that_cannot_be_read_means_offline_at_once(
         for file in (hub_cache / "llama-3.2-1b-tokenizer").glob("*/*"):
             file.unlink()
     else:  # what a reader has after a first good load: only the failure is timed
-        llama.load("hub")
+        embeddings.load("hub")
         shutil.rmtree(hub_cache / "llama-3.2-1b-embed-rows")
     token = setup.get("token", TOKEN)
     monkeypatch.setenv("HF_TOKEN", token)
@@ -200,7 +205,7 @@ def test_a_hub_that_cannot_be_read_means_offline_at_once(
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        data = llama.load()
+        data = embeddings.load()
     took = time.perf_counter() - start
     assert data.source == "offline"
     assert took < 10, f"{took:.1f} s to fall back"
@@ -210,7 +215,7 @@ def test_a_hub_that_cannot_be_read_means_offline_at_once(
     assert any(r in messages[0] for r in reasons), messages[0]
 
     with pytest.raises(RuntimeError, match=f"cannot read {llama.MODEL_ID} from the Hub") as info:
-        llama.load("hub")
+        embeddings.load("hub")
     assert any(r in str(info.value) for r in reasons) and info.value.__cause__ is None
 
     if setup.get("mode") == "hang":  # one request per load, one wait each: no retries
@@ -225,23 +230,23 @@ def test_a_hub_that_cannot_be_read_means_offline_at_once(
 
 def test_no_token_or_offline_mode_never_reaches_the_hub(hub_env, monkeypatch):
     monkeypatch.delenv("HF_TOKEN")
-    assert llama.load().source == "offline"
+    assert embeddings.load().source == "offline"
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     start = time.perf_counter()
-    assert llama.load().source == "offline"
+    assert embeddings.load().source == "offline"
     assert time.perf_counter() - start < 1
     assert hub_env.requests == []
 
 
 FALLBACK = r"""
 import time, warnings
-from posenc.data import llama
-llama.offline_tokenizer()  # read once; what is timed is the choice of path
+from posenc.data import embeddings, llama
+embeddings.load("offline")  # read once; what is timed is the choice of path
 start = time.perf_counter()
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    source = llama.load().source
+    source = embeddings.load().source
 print(source, round(time.perf_counter() - start, 2), len(caught))
 """
 
@@ -252,6 +257,7 @@ def subprocess_env(tmp_path: Path, endpoint: str) -> dict[str, str]:
     cache.mkdir()
     for built in Path(os.environ["POSENC_CACHE_DIR"]).glob("llama3-tokenizer-*.json"):
         shutil.copy(built, cache / built.name)
+    link_smollm2_rows(cache)  # the fallback
     env = {
         k: v
         for k, v in os.environ.items()

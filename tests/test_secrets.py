@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from local_hub import LocalHub
+from local_hub import LocalHub, link_smollm2_rows
 
 from posenc.data import llama
 
@@ -47,7 +47,7 @@ warnings.simplefilter("always")
 
 import huggingface_hub.constants
 import huggingface_hub.file_download
-from posenc.data import llama
+from posenc.data import embeddings, llama
 
 def attempt(name, call):
     try:
@@ -72,11 +72,11 @@ for row, (who, token) in enumerate(STAGES, start=128100):  # a row not cached ye
             )
     os.environ["HF_TOKEN"] = os.environ["TOKEN_" + token]
     assert llama._hf_token(), "the token did not reach the loader"
-    l = llama.load()
+    l = embeddings.load()
     print(f"{who} auto: {l.source}; {l.describe()}")
     print(f"{who} ids:", l.encode("The dog chased another dog"))
     print(f"{who} rows:", tuple(l.embed([5679]).shape))
-    attempt(f"{who} load('hub')", lambda: llama.load("hub").source)
+    attempt(f"{who} load('hub')", lambda: embeddings.load("hub").source)
     attempt(f"{who} hub_embeddings", lambda: tuple(llama.hub_embeddings([row], llama._hf_token()).shape))
 print("done")
 """
@@ -123,6 +123,7 @@ def run_loader(
     # the converted tokenizer, if this machine has one: saves rebuilding it (5 s)
     for built in llama.cache_dir().glob("llama3-tokenizer-*.json"):
         shutil.copy(built, cache / built.name)
+    link_smollm2_rows(cache)  # what load() falls back to
     env = {
         k: v
         for k, v in os.environ.items()

