@@ -3,6 +3,7 @@ current; the summary (posenc.book.summary): the schemes' table and the road map;
 
 import copy
 import dataclasses
+import html
 import itertools
 import json
 import re
@@ -128,6 +129,84 @@ def test_a_check_gives_another_verdict_when_what_it_checks_is_broken(key, monkey
     assert finding.verdict != CLAIMS[key].verdict, finding.evidence
 
 
+# A yes or no in the evidence carries the value it was drawn from: "< 1e-12 (allclose: yes)".
+# Each listed phrase ends in a yes or no that is itself the fact (a structural one, or an
+# integer equality whose integers are printed), or one drawn from the trained model's
+# weights, which differ between the Hub's copy and the offline one.
+STRUCTURAL = (
+    "offset 3 in both",
+    "1 of 2 and 50 of 100 share a vector",
+    "'Dog' the same token in both",
+    "those with m = n",
+)
+FROM_THE_MODEL = (
+    "key norm than the fastest",
+    "rotation perplexity over 3x",
+    "attention to the previous token",
+)
+_VERDICT = re.compile(r": (yes|no)\b")
+# a measured value right before the parenthesis that holds its verdict
+_VALUE = re.compile(r"(?:[<>] )?[+-]?\d+(?:\.\d+)?(?:e[+-]\d+)?(?: or more)? \([^()]*$")
+
+
+def bare_verdicts(evidence: str, allowed: tuple[str, ...] = STRUCTURAL) -> list[str]:
+    """The text before each yes or no of ``evidence`` that prints no value beside it."""
+    bare = []
+    for match in _VERDICT.finditer(evidence):
+        before = evidence[: match.start()]
+        if not _VALUE.search(before) and not before.endswith(allowed):
+            bare.append(before.rsplit(";", 1)[-1].strip())
+    return bare
+
+
+def test_a_bare_verdict_in_evidence_would_be_caught():
+    evidence = (
+        "outputs: largest difference < 1e-06 (allclose: yes); with a causal mask: no; "
+        "ratio 49 (over 10: yes); R_7 = R_(n-m): yes; margin -0.11 (above: no); "
+        "0.33 or more (apart: yes); 'Dog' the same token in both: no"
+    )
+    assert bare_verdicts(evidence) == ["with a causal mask", "R_7 = R_(n-m)"]
+
+
+def _evidence_of_every_check():
+    """The evidence of every claim but one: the shift in the trained model needs the model
+    (chapter 15 shows it); the model's other two are written from stored runs and facts."""
+    from posenc.book import long_text
+
+    facts = {"slow heavier": True, "fast costly": True, "heads lose": True}
+    found = {c.key: claims.check_claim(c).evidence for c in claims.CLAIMS if c.chapter != 15}
+    found["p-rope-in-a-model"] = claim_checks._p_rope_finding(long_text.stored(), facts).evidence
+    found["generalisation-in-a-model"] = claim_checks._generalisation_finding(
+        long_text.stored()
+    ).evidence
+    return found
+
+
+def test_every_yes_or_no_of_the_evidence_prints_its_value():
+    found = _evidence_of_every_check()
+    bare = {
+        key: b
+        for key, text in found.items()
+        if (b := bare_verdicts(text, STRUCTURAL + FROM_THE_MODEL))
+    }
+    assert bare == {}
+
+
+def test_the_evidence_is_the_same_at_any_thread_count():
+    """Round-off that changes with the thread count (float32 outputs of attention, whose
+    rows may or may not come out bitwise equal) stays under the printed floors."""
+    keys = [c.key for c in claims.CLAIMS if c.chapter not in (15, 16)]
+    before = torch.get_num_threads()
+    try:
+        texts = []
+        for threads in (1, 2):  # on 2 threads the equal rows differ by round-off here
+            torch.set_num_threads(threads)
+            texts.append({key: claims.check_claim(CLAIMS[key]).evidence for key in keys})
+    finally:
+        torch.set_num_threads(before)
+    assert texts[0] == texts[1]
+
+
 # Every claim of DESIGN.md section 7, and the key of the claim that covers it.
 DESIGN_CLAIMS = {
     "equal tokens give equal outputs (to tolerance, not bitwise)": "identical-outputs",
@@ -179,7 +258,8 @@ def test_a_report_says_the_claim_and_what_its_check_found():
         f"Verdict: {claim.verdict} — {evidence}"
     )
     page = report._repr_html_()
-    assert f"<strong>Verdict: {claim.verdict}</strong> — {evidence}" in page
+    assert f"<strong>Verdict: {claim.verdict}</strong> — {html.escape(evidence)}" in page
+    assert "(x_i, x_i+D/2): &lt; 1e-12" in page
     assert "R_(n-m) k&gt; on 41 x 41" in claims.report("relative-identity")._repr_html_()
 
 

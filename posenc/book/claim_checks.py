@@ -2,9 +2,15 @@
 
 Each check recomputes a claim of a source from scratch and returns a :class:`Finding`: a
 verdict (:data:`HOLDS`, :data:`CAVEAT` or :data:`WRONG`) and the measured facts behind it,
-as a short machine-independent string. :data:`posenc.book.claims.CLAIMS` ties each check to
-its claim, its source and the chapter section that discusses it; the chapter, chapter 17
-and the "Claims checked" appendix all run this one function.
+as a short machine-independent string: each yes or no beside the value it was drawn from,
+``< 1e-12 (allclose: yes)``, with differences under a floor of round-off printed as
+``< floor`` (:func:`posenc.book.checks.difference`). A bare yes or no remains where it is
+the fact itself, or where the value would depend on the trained model's weights, which
+differ between the Hub's copy and the offline one.
+
+:data:`posenc.book.claims.CLAIMS` ties each check to its claim, its source and the chapter
+section that discusses it; the chapter, chapter 17 and the "Claims checked" appendix all
+run this one function.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from posenc.attention import DemoAttention, permute_positions, self_attention
+from posenc.book.checks import difference, largest_difference
 from posenc.encodings import (
     binary_encoding,
     integer_encoding,
@@ -66,6 +73,19 @@ def _yes(flag: object) -> str:
     return "yes" if bool(flag) else "no"
 
 
+def _gap(gap: float, flag: object, name: str = "allclose", below: float = 1e-12) -> str:
+    """``"< 1e-12 (allclose: yes)"``: a measured difference, then the verdict drawn from it.
+
+    A difference under ``below`` (round-off, which changes from machine to machine) prints
+    as ``< below``, so that the text is the same on every machine.
+
+    Example:
+        >>> _gap(3e-16, True), _gap(0.0213, False, below=1e-6), _gap(2.0, True, "moves")
+        ('< 1e-12 (allclose: yes)', '0.02 (allclose: no)', '2 (moves: yes)')
+    """
+    return f"{difference(gap, below=below)} ({name}: {_yes(flag)})"
+
+
 def _gen(seed: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
@@ -93,11 +113,13 @@ def _check_equal_outputs() -> Finding:
         masked, _ = layer(x, causal=True)
     close = torch.allclose(out[0, 2], out[0, 5], atol=1e-6)
     causal_close = torch.allclose(masked[0, 2], masked[0, 5], atol=1e-6)
+    gap, causal_gap = (largest_difference(o[0, 2], o[0, 5]) for o in (out, masked))
     # Equal only up to float32 rounding (whether the rows are bitwise equal depends on the
     # machine's kernels), and only without a causal mask: with it the second token sees more.
     return Finding(
         _verdict(close, caveat=not causal_close),
-        f"outputs allclose (atol 1e-6): {_yes(close)}; with a causal mask: {_yes(causal_close)}",
+        f"outputs: largest difference {_gap(gap, close, below=1e-6)}; with a causal mask: "
+        f"{_gap(causal_gap, causal_close, below=1e-6)}",
     )
 
 
@@ -110,7 +132,8 @@ def _check_integer_swamps() -> Finding:
     aligned = bool((cos > 0.99).all())
     return Finding(
         _verdict(ratio > 10 and aligned),
-        f"|PE(1)| / |e| > 10: {_yes(ratio > 10)}; sums point along (1, ..., 1): {_yes(aligned)}",
+        f"|PE(1)| / |e| {ratio:.0f} (over 10: {_yes(ratio > 10)}); sums' least cosine with "
+        f"(1, ..., 1) {cos.min().item():.4f} (over 0.99: {_yes(aligned)})",
     )
 
 
@@ -118,12 +141,13 @@ def _check_length_normalised() -> Finding:
     a = length_normalized_encoding([5], 4, 10)
     b = length_normalized_encoding([5], 4, 10_000)
     moves = not torch.equal(a, b)
+    moved = largest_difference(a, b)
     shared = torch.equal(
         length_normalized_encoding([1], 4, 2), length_normalized_encoding([50], 4, 100)
     )
     return Finding(
         _verdict(moves),
-        f"position 5 moves between N = 10 and 10000: {_yes(moves)}; "
+        f"between N = 10 and 10000 position 5 moves by {_gap(moved, moves, 'moves', 0.0)}; "
         f"1 of 2 and 50 of 100 share a vector: {_yes(shared)}",
     )
 
@@ -191,12 +215,13 @@ def _check_low_dims_slow() -> Finding:
     # a sign change is a step across zero; sin(0) = 0 to a positive value is none
     flips = (pe[1:] * pe[:-1] < 0).sum(0)  # sign changes per feature over 100 positions
     first, last = int(flips[0]), int(flips[dim - 2])
-    slowing = bool((sinusoidal_frequencies(dim).diff() < 0).all())
+    freqs = sinusoidal_frequencies(dim)  # [D/2]
+    slowing = bool((freqs.diff() < 0).all())
     return Finding(
         _verdict(first < last),
         f"D = 64, positions 0..99: feature 0 changes sign {first} times, feature 62 "
-        f"{'never' if last == 0 else f'{last} times'}; frequencies fall with the feature "
-        f"index: {_yes(slowing)}",
+        f"{'never' if last == 0 else f'{last} times'}; frequencies fall from "
+        f"{freqs[0].item():.3g} to {freqs[-1].item():.1e} (at every index: {_yes(slowing)})",
     )
 
 
@@ -204,7 +229,9 @@ def _check_sine_alone() -> Finding:
     # the point: sine alone confuses a with pi - a, which the cosine tells apart
     a = torch.linspace(0.1, 1.4, 14, dtype=torch.float64)
     confused = torch.allclose(a.sin(), (math.pi - a).sin())
-    told_apart = bool(((a.cos() - (math.pi - a).cos()).abs() > 0.3).all())
+    sines = largest_difference(a.sin(), (math.pi - a).sin())
+    cosines = (a.cos() - (math.pi - a).cos()).abs().min().item()
+    told_apart = cosines > 0.3
     # the example: integer positions, none of which shares a sine with another exactly
     p = torch.arange(101, dtype=torch.float64)
     s, c = p.sin(), p.cos()
@@ -213,7 +240,9 @@ def _check_sine_alone() -> Finding:
     gap_pair = (torch.cdist(both, both) + 2 * torch.eye(101, dtype=torch.float64)).min()
     return Finding(
         _verdict(confused and told_apart, caveat=bool(gap_sin > 0)),
-        f"sin(a) = sin(pi - a), cos tells them apart: {_yes(confused and told_apart)}; integer "
+        f"|sin(a) - sin(pi - a)| {difference(sines, below=1e-12)}, |cos(a) - cos(pi - a)| "
+        f"{math.floor(cosines * 100) / 100:.2f} or more (cos tells them apart: "
+        f"{_yes(confused and told_apart)}); integer "
         f"positions 0..100 share no sine exactly, the closest two differ by "
         f"{gap_sin.item():.1g}; as (sin, cos) pairs the closest two are {gap_pair.item():.3g} apart",
     )
@@ -227,17 +256,21 @@ def _check_key_rotation_typo() -> Finding:
         return (apply_rope(q, [m]) @ apply_rope(k, [key_at(m, n)]).T).item()
 
     pairs = [(0, 5), (7, 12), (3, 3), (40, 2)]
-    as_written = {round(score(m, n, lambda m, n: m), 9) for m, n in pairs}
+    written = [score(m, n, lambda m, n: m) for m, n in pairs]
+    as_written = {round(s, 9) for s in written}
     as_meant = [score(m, n, lambda m, n: n) for m, n in pairs]
     offset_only = math.isclose(as_meant[0], as_meant[1], rel_tol=1e-9)
     relative = offset_only and as_meant[2] != as_meant[3]
+    spread = max(written) - min(written)
+    same_offset, other_offset = (abs(as_meant[i] - as_meant[i + 1]) for i in (0, 2))
     # as written, the key turns with the query: the formula would carry no position at all,
     # while the key as meant gives scores that follow the offset
     return Finding(
         _verdict(not (len(as_written) == 1 and relative)),
-        f"key rotated by R(m) as written: the score is the same for every (m, n): "
-        f"{_yes(len(as_written) == 1)}; by R(n): it depends on n - m (equal at offsets 5 and 5, "
-        f"different at 0 and -38): {_yes(relative)}",
+        f"key rotated by R(m) as written: scores at 4 (m, n) span "
+        f"{_gap(spread, len(as_written) == 1, 'all the same')}; by R(n): apart by "
+        f"{difference(same_offset, below=1e-12)} at offsets 5 and 5, at 0 and -38 by "
+        f"{difference(other_offset, below=1e-12)} (follows n - m: {_yes(relative)})",
     )
 
 
@@ -250,9 +283,9 @@ def _check_cyclical() -> Finding:
     one, two = _spread("sinusoidal", "copy", 1), _spread("sinusoidal", "copy", 2)
     return Finding(
         _verdict(bool(dist.min() < 1e-3)),
-        f"D = 64: the closest two positions within 100,000 of each other are {nearest} apart "
-        f"(distance {dist.min().item():.2f}); two of them share an encoding: "
-        f"{_yes(bool(dist.min() < 1e-3))}; yet a model trained with it copies {one} at its "
+        f"D = 64: the closest two positions within 100,000 of each other are {nearest} apart, "
+        f"their encodings at distance {dist.min().item():.2f} (shared, under 1e-3: "
+        f"{_yes(bool(dist.min() < 1e-3))}); yet a model trained with it copies {one} at its "
         f"training length and {two} at twice it",
     )
 
@@ -277,7 +310,9 @@ def _check_linear_offset() -> Finding:
         dst = table[max(0, k) : 256 - max(0, -k)]
         worst = max(worst, (src @ shift.T - dst).abs().max().item())
     return Finding(
-        _verdict(worst < 1e-6), f"PE(p+k) = M_k PE(p) for k = 1, 5, 37, -20: {_yes(worst < 1e-6)}"
+        _verdict(worst < 1e-6),
+        f"PE(p+k) = M_k PE(p) for k = 1, 5, 37, -20: largest difference "
+        f"{_gap(worst, worst < 1e-6, 'under 1e-6', below=1e-6)}",
     )
 
 
@@ -293,11 +328,13 @@ def _check_shift_matrix() -> Finding:
     omega = sinusoidal_frequencies(dim)  # [D/2]
     shift = block_diagonal(_source_shift_blocks(omega * k))  # [D, D]
     fits = torch.allclose(table[:-k] @ shift.T, table[k:], atol=1e-6)
+    misfit = largest_difference(table[:-k] @ shift.T, table[k:])
     clockwise = torch.allclose(_source_shift_blocks(omega * k), rotation_matrix(-omega * k))
+    turn = largest_difference(_source_shift_blocks(omega * k), rotation_matrix(-omega * k))
     return Finding(
         _verdict(fits),
-        f"maps PE(p) to PE(p+7) for every p: {_yes(fits)}; "
-        f"equals the clockwise R(-w k): {_yes(clockwise)}",
+        f"maps PE(p) to PE(p+7) for every p: largest difference {_gap(misfit, fits, below=1e-6)}; "
+        f"against the clockwise R(-w k): {_gap(turn, clockwise)}",
     )
 
 
@@ -307,12 +344,13 @@ def _check_rotation_index() -> Finding:
     n = torch.arange(16, dtype=torch.float64)[None, :]  # [1, N]
     product = rotation_matrix(m * omega).mT @ rotation_matrix(n * omega)  # [M, N, 2, 2]
     n_minus_m = torch.allclose(product, rotation_matrix((n - m) * omega))
+    gap = largest_difference(product, rotation_matrix((n - m) * omega))
     fits = torch.isclose(product, rotation_matrix((m - n) * omega)).flatten(-2).all(-1)
     only_diagonal = torch.equal(fits, torch.eye(16, dtype=torch.bool))
     return Finding(
         _verdict(bool(fits.all())),
-        f"R_m^T R_n = R_(n-m): {_yes(n_minus_m)}; "
-        f"= R_(m-n) only where m = n: {_yes(only_diagonal)}",
+        f"R_m^T R_n against R_(n-m): {_gap(gap, n_minus_m)}; = R_(m-n) at "
+        f"{int(fits.sum())} of {fits.numel()} (m, n), those with m = n: {_yes(only_diagonal)}",
     )
 
 
@@ -323,10 +361,11 @@ def _check_shaw_clipping() -> Finding:
     rows = idx.unique().numel()
     offsets = torch.arange(50)[None, :] - torch.arange(50)[:, None]
     toeplitz = torch.equal(idx, offsets.clamp(-2, 2) + 2)
+    matches = int((idx == offsets.clamp(-2, 2) + 2).sum())
     return Finding(
         _verdict(rows == 5 and toeplitz),
-        f"T = 50, c = 2: {rows} table rows serve every pair; row = clip(j - i, -c, c) + c: "
-        f"{_yes(toeplitz)}",
+        f"T = 50, c = 2: {rows} table rows serve every pair; row = clip(j - i, -c, c) + c for "
+        f"{matches} of {idx.numel()} pairs",
     )
 
 
@@ -358,7 +397,8 @@ def _check_concept_note_sinusoidal() -> Finding:
     error = (table - sinusoidal_encoding(length, dim)).abs().max().item()
     return Finding(
         _verdict(error < 1e-4),
-        f"D = 64, positions 0..99: largest difference from PE below 1e-4: {_yes(error < 1e-4)}",
+        f"D = 64, positions 0..99: largest difference from PE "
+        f"{_gap(error, error < 1e-4, 'under 1e-4', below=1e-5)}",
     )
 
 
@@ -373,11 +413,13 @@ def _check_shaw_tensors() -> Finding:
     a_k, a_v = t_k[rows], t_v[rows]  # the note's L x L x d tensors, [T, T, D]
     scores = (q[:, None, :] * (k[None, :, :] + a_k)).sum(-1) / dim**0.5  # [T, T]
     z = (scores.softmax(-1)[..., None] * (v[None, :, :] + a_v)).sum(-2)  # [T, D]
-    same = torch.allclose(z, shaw_attention(q, k, v, t_k, t_v)[0])
+    shaw = shaw_attention(q, k, v, t_k, t_v)[0]
+    same = torch.allclose(z, shaw)
     distinct = a_k.reshape(-1, dim).unique(dim=0).shape[0]
     return Finding(
         _verdict(same),
-        f"softmax(Q (K + A^K)^T / sqrt(d)) (V + A^V) row by row = Shaw attention: {_yes(same)}; "
+        f"softmax(Q (K + A^K)^T / sqrt(d)) (V + A^V) row by row against Shaw attention: "
+        f"{_gap(largest_difference(z, shaw), same)}; "
         f"distinct vectors in A^K: {distinct} of {length * length}",
     )
 
@@ -389,11 +431,13 @@ def _check_alibi_slopes() -> Finding:
     expected = 2.0 ** (-8.0 * torch.arange(1, 9, dtype=torch.float64) / 8)
     same = torch.allclose(slopes.double(), expected)
     six = alibi_slopes(6).double()  # H not a power of two, as the paper's code makes them
-    geometric = torch.allclose(six[1:] / six[:-1], (six[1] / six[0]).expand(5))
+    ratios = six[1:] / six[:-1]  # [H - 1]
+    geometric = torch.allclose(ratios, ratios[0].expand(5))
     return Finding(
         _verdict(same, caveat=not geometric),
-        f"8 heads: 1/2, 1/4, ..., 1/256: {_yes(same)}; 6 heads (the paper's code): a "
-        f"geometric sequence: {_yes(geometric)}",
+        f"8 heads against 1/2, 1/4, ..., 1/256: {_gap(largest_difference(slopes, expected), same)}"
+        f"; 6 heads (the paper's code): ratios of neighbours {ratios.min().item():.3g} to "
+        f"{ratios.max().item():.3g} (geometric: {_yes(geometric)})",
     )
 
 
@@ -404,11 +448,14 @@ def _check_translation_invariance() -> Finding:
         for s in (0, 100, 10_000)
     ]  # [T, T] each
     same = all(torch.allclose(s, scores[0]) for s in scores)
+    # angles of positions near 10,000 carry float64 round-off near 1e-12 into the scores
+    shifted = max(largest_difference(s, scores[0]) for s in scores)
     rotated = not torch.allclose(scores[0], q @ k.T)  # positions entered the scores
     return Finding(
         _verdict(same and rotated),
-        f"RoPE scores of 8 tokens at 0, 100 and 10000 onwards agree: {_yes(same)}; they "
-        f"differ from the scores without RoPE: {_yes(rotated)}",
+        f"RoPE scores of 8 tokens at 0, 100 and 10000 onwards: largest difference "
+        f"{_gap(shifted, same, below=1e-9)}; from the scores without RoPE: "
+        f"{_gap(largest_difference(scores[0], q @ k.T), rotated, 'differ')}",
     )
 
 
@@ -422,10 +469,12 @@ def _check_additive_pollutes() -> Finding:
         [((e_dog + pe[m]) @ w_q) @ ((e_cat + pe[m + 3]) @ w_k) for m in range(64)]
     )  # [M]
     content = ((e_dog @ w_q) @ (e_cat @ w_k)).abs()
-    moves = ((scores.max() - scores.min()) > 0.1 * content).item()
+    spread = ((scores.max() - scores.min()) / content).item()
+    moves = spread > 0.1
     return Finding(
         _verdict(moves),
-        f"same two words 3 apart at 64 places: the score changes: {_yes(moves)}",
+        f"same two words 3 apart at 64 places: the score's range / the words' own score "
+        f"{spread:.2g} (over 0.1: {_yes(moves)})",
     )
 
 
@@ -438,13 +487,15 @@ def _check_norm_carries_meaning() -> Finding:
     told_apart = (cos.max() - cos.min()).item() > 0.5  # one length, very different scores
     turned = apply_rope(q.expand(32, -1), list(range(32)))  # [T, D]: q at positions 0..31
     kept = torch.allclose(turned.norm(dim=-1), q.norm().expand(32))
+    stretch = largest_difference(turned.norm(dim=-1), q.norm().expand(32))
     cos_turned = (turned @ q) / q.norm() ** 2  # [T]
     # the claim: the length holds the meaning, so rotation keeps it; a length is one number,
     # and keys of one length are told apart by direction, which is what RoPE turns
     return Finding(
         _verdict(kept and not told_apart),
         f"1000 keys of one length against one query: scores from {cos.min():.2f} to "
-        f"{cos.max():.2f} times |q||k|; RoPE keeps the length: {_yes(kept)}, and turns the "
+        f"{cos.max():.2f} times |q||k|; RoPE changes the length by "
+        f"{_gap(stretch, kept, 'kept')}, and turns the "
         f"direction: the query's cosine with itself at position 0 falls to "
         f"{cos_turned.min():.2f} within 31 positions",
     )
@@ -463,11 +514,13 @@ def _check_relative_identity() -> Finding:
     relative = (q * apply_rope(k.expand(len(offsets), -1), offsets)).sum(-1)
     holds = torch.allclose(scores.flatten(), relative)
     varies = not torch.allclose(relative, relative[0].expand_as(relative))
+    span = (relative.max() - relative.min()).item()
     n = len(grid)
     return Finding(
         _verdict(holds and varies),
-        f"<R_m q, R_n k> = <q, R_(n-m) k> on {n} x {n} positions: {_yes(holds)}; the score "
-        f"changes with n - m: {_yes(varies)}",
+        f"<R_m q, R_n k> = <q, R_(n-m) k> on {n} x {n} positions: largest difference "
+        f"{_gap(largest_difference(scores.flatten(), relative), holds)}; scores span "
+        f"{_gap(span, varies, 'change with n - m')}",
     )
 
 
@@ -487,12 +540,14 @@ def _check_matrix_vs_elementwise() -> Finding:
     q, k = torch.randn(2, dim, generator=_gen(1), dtype=torch.float64)
     mats = torch.stack([block_diagonal(_source_shift_blocks(p * theta)) for p in positions])
     clockwise = (mats @ q) @ (mats @ k).T  # [N, N]
-    mirrored = torch.allclose(clockwise, _rope_grid(q, k, positions).T)
+    transposed = _rope_grid(q, k, positions).T
+    mirrored = torch.allclose(clockwise, transposed)
     return Finding(
         _verdict(len(agree) == len(positions)),
         f"matrix form = elementwise form at {len(agree)} of {len(positions)} positions "
         f"(p = {', '.join(map(str, agree))}); "
-        f"both relative, mirrored: {_yes(mirrored)}",
+        f"score grids, one against the other transposed: "
+        f"{_gap(largest_difference(clockwise, transposed), mirrored, 'mirrored')}",
     )
 
 
@@ -513,12 +568,14 @@ def _check_dog_cat() -> Finding:
     same_score = torch.isclose(score_a, score_b).item()
     one_further = (apply_rope(q[None], [dog_a]) * apply_rope(k[None], [cat_a + 1])).sum()
     relative = not torch.isclose(score_a, one_further).item()  # position is in the score
+    moved = (score_a - one_further).abs().item()
     same_token = id_a == id_b
     return Finding(
         _verdict(same_score and relative and cat_a - dog_a == cat_b - dog_b, caveat=not same_token),
-        f"offset 3 in both: {_yes(cat_a - dog_a == cat_b - dog_b == 3)}; RoPE score equal for "
-        f"equal vectors: {_yes(same_score)}, different at offset 4: {_yes(relative)}; 'Dog' the "
-        f"same token in both: {_yes(same_token)}",
+        f"offset 3 in both: {_yes(cat_a - dog_a == cat_b - dog_b == 3)}; RoPE scores of equal "
+        f"vectors differ by {_gap((score_a - score_b).abs().item(), same_score, 'equal')}, at "
+        f"offset 4 by {_gap(moved, relative, 'different')}; 'Dog' the same token in both: "
+        f"{_yes(same_token)}",
     )
 
 
@@ -533,9 +590,11 @@ def _check_dogs_differ() -> Finding:
         rotary, _ = rope_attention(layer, x)
     before = torch.allclose(plain[0, 2], plain[0, 5], atol=1e-6)
     after = torch.allclose(rotary[0, 2], rotary[0, 5], atol=1e-6)
+    gap, rotary_gap = (largest_difference(o[0, 2], o[0, 5]) for o in (plain, rotary))
     return Finding(
         _verdict(before and not after),
-        f"equal tokens, equal outputs without RoPE: {_yes(before)}, with RoPE: {_yes(after)}",
+        f"equal tokens' outputs, largest difference without RoPE "
+        f"{_gap(gap, before, below=1e-6)}, with RoPE {_gap(rotary_gap, after, below=1e-6)}",
     )
 
 
@@ -555,7 +614,8 @@ def _check_rotated_query_form() -> Finding:
     return Finding(
         _verdict(bool(fits.all())),
         f"<R_m q, R_n k> = <R_(n-m) q, k> at {int(fits.sum())} of {fits.numel()} (m, n); "
-        f"= <R_(m-n) q, k> at all: {_yes(torch.allclose(scores, right))}",
+        f"against <R_(m-n) q, k>: "
+        f"{_gap(largest_difference(scores, right), torch.allclose(scores, right))}",
     )
 
 
@@ -565,12 +625,14 @@ def _check_concept_note_code() -> Finding:
     x = torch.randn(1, 8, 2, 16, generator=_gen(), dtype=torch.float64)  # [B, T, H, D]
     note = concept_note_rope(x)
     bhtd = x.transpose(1, 2)  # [B, H, T, D]
-    half = torch.allclose(note, apply_rope(bhtd, layout="half").transpose(1, 2))
-    inter = torch.allclose(note, apply_rope(bhtd, layout="interleaved").transpose(1, 2))
+    halves = apply_rope(bhtd, layout="half").transpose(1, 2)
+    pairs = apply_rope(bhtd, layout="interleaved").transpose(1, 2)
+    half, inter = torch.allclose(note, halves), torch.allclose(note, pairs)
     return Finding(
         _verdict(half or inter, caveat=not inter),
-        f"the code is RoPE on pairs (x_2i, x_2i+1): {_yes(inter)}; "
-        f"on pairs (x_i, x_i+D/2): {_yes(half)}",
+        f"the code against RoPE on pairs (x_2i, x_2i+1): "
+        f"{_gap(largest_difference(note, pairs), inter)}; "
+        f"on pairs (x_i, x_i+D/2): {_gap(largest_difference(note, halves), half)}",
     )
 
 
@@ -584,13 +646,17 @@ def _check_axes_apart() -> Finding:
 
     q, k = torch.randn(2, 32, generator=_gen(), dtype=torch.float64)
     cells = grid_positions((6, 6))  # [N, 2]
-    moves = pairwise_scores(q, k, cells).std().item() > 1e-6  # positions enter the scores
-    axial = offset_check(q, k, cells).holds(1e-12)
-    mixed = offset_check(q, k, cells, mispaired_rope_2d).holds(1e-6)
+    spread = pairwise_scores(q, k, cells).std().item()
+    moves = spread > 1e-6  # positions enter the scores
+    axial_check = offset_check(q, k, cells)
+    mixed_check = offset_check(q, k, cells, mispaired_rope_2d)
+    axial, mixed = axial_check.holds(1e-12), mixed_check.holds(1e-6)
     return Finding(
         _verdict(axial and moves and not mixed),
-        f"6 x 6 grid, score depends on the offset only: axial {_yes(axial)} (and moves with "
-        f"the cells: {_yes(moves)}), axes mixed in one rotation {_yes(mixed)}",
+        f"6 x 6 grid, relative spread of the scores at one offset: axial "
+        f"{_gap(axial_check.relative_spread, axial, 'offset only')}, axes mixed in one "
+        f"rotation {_gap(mixed_check.relative_spread, mixed, 'offset only', below=1e-6)}; "
+        f"axial scores' std {_gap(spread, moves, 'move', below=1e-6)}",
     )
 
 
@@ -602,8 +668,12 @@ def _check_mrope_text() -> Finding:
     # the reference: RoPE's dense matrix at each position (built from its entries, not with
     # the rotation routine M-RoPE shares with apply_rope)
     dense = torch.stack([rope_matrix(p, 128, layout="half") @ x[p] for p in range(10)])
-    same = torch.allclose(mrope(x, text, [16, 24, 24]), dense)
-    return Finding(_verdict(same), f"M-RoPE on text = 1-D RoPE: {_yes(same)}")
+    rotated = mrope(x, text, [16, 24, 24])
+    same = torch.allclose(rotated, dense)
+    return Finding(
+        _verdict(same),
+        f"M-RoPE on text against 1-D RoPE: {_gap(largest_difference(rotated, dense), same)}",
+    )
 
 
 def _check_rope_blog_periods() -> Finding:
@@ -631,8 +701,9 @@ def _check_cosine_form() -> Finding:
     matches_claim = torch.allclose(score, in_phase)
     return Finding(
         _verdict(matches_general, caveat=not matches_claim),
-        f"score = sum |q_i||k_i| cos(m theta_i + phi_i): {_yes(matches_general)}; "
-        f"with every phi_i = 0: {_yes(matches_claim)}",
+        f"score against sum |q_i||k_i| cos(m theta_i + phi_i): "
+        f"{_gap(largest_difference(score, general), matches_general)}; "
+        f"with every phi_i = 0: {_gap(largest_difference(score, in_phase), matches_claim)}",
     )
 
 
@@ -644,17 +715,21 @@ def _check_decay() -> Finding:
     dist = torch.arange(0, 513)
     scores = frequencies.scores_at_distances(q, k, dist)  # [N, M]
     bound = frequencies.decay_bound(q, k, dist)  # [N, M]
+    reach = (scores.abs() / bound).max().item()  # the bound is positive
     bound_holds = bool((scores.abs() <= bound).all())
-    bound_decays = (bound.mean(0)[500] < 0.5 * bound.mean(0)[0]).item()
+    shrink = (bound.mean(0)[500] / bound.mean(0)[0]).item()
+    bound_decays = shrink < 0.5
     far_near = (scores[:, -100:].abs().mean() / scores[:, :11].abs().mean()).item()
     aligned = frequencies.scores_at_distances(q, q, dist).mean(0)  # k = q
-    aligned_decays = (aligned[500] / aligned[0]).item() < 0.6
+    aligned_ratio = (aligned[500] / aligned[0]).item()
+    aligned_decays = aligned_ratio < 0.6
     random_flat = 0.8 < far_near < 1.25
     return Finding(
         _verdict(bound_holds and bound_decays and aligned_decays, caveat=random_flat),
-        f"bound holds: {_yes(bound_holds)}, and halves by distance 500: {_yes(bound_decays)}; "
-        f"aligned q = k decays: {_yes(aligned_decays)}; "
-        f"random q, k decay: {_yes(not random_flat)}",
+        f"largest |score| / bound {reach:.2f} (bound holds: {_yes(bound_holds)}); "
+        f"bound(500) / bound(0) {shrink:.2f} (halves: {_yes(bound_decays)}); q = k: "
+        f"score(500) / score(0) {aligned_ratio:.2f} (decays: {_yes(aligned_decays)}); random "
+        f"q, k: far / near |score| {far_near:.2f} (decay: {_yes(not random_flat)})",
     )
 
 
@@ -884,16 +959,17 @@ def _check_absolute_beyond() -> Finding:
 
 def _check_relative_better() -> Finding:
     relative, absolute = ("alibi", "t5", "rope"), ("learned", "sinusoidal")
-    at2 = all(
-        min(_spread(r, t, 2).low for r in relative) > max(_spread(a, t, 2).high for a in absolute)
+    margin = min(
+        min(_spread(r, t, 2).low for r in relative) - max(_spread(a, t, 2).high for a in absolute)
         for t in ("copy", "recall")
-    )
+    )  # the relative methods' worst seed over the absolute ones' best, on either task
+    at2 = margin > 0
     rope4, learned4 = _spread("rope", "copy", 4), _spread("learned", "copy", 4)
     rope_behind = rope4.high < learned4.high
     return Finding(
         _verdict(at2, caveat=rope_behind),
-        f"at 2x every relative method above both absolute ones in every seed, both tasks: "
-        f"{_yes(at2)}; copying at 4x: RoPE {rope4}, learned {learned4}, ALiBi "
+        f"at 2x, both tasks, worst relative seed minus best absolute one {margin:+.2f} "
+        f"(above: {_yes(at2)}); copying at 4x: RoPE {rope4}, learned {learned4}, ALiBi "
         f"{_spread('alibi', 'copy', 4)}",
     )
 
@@ -911,11 +987,12 @@ def _check_rope_generalises() -> Finding:
 
 def _check_sinusoidal_extrapolates() -> Finding:
     sinusoidal, learned = _spread("sinusoidal", "copy", 2), _spread("learned", "copy", 2)
-    better = sinusoidal.low > learned.high
+    margin = sinusoidal.low - learned.high  # sinusoidal's worst seed over learned's best
+    better = margin > 0
     return Finding(
         _verdict(better),
         f"copying at 2x the training length: sinusoidal {sinusoidal}, learned {learned}; "
-        f"sinusoidal above in every seed: {_yes(better)}",
+        f"sinusoidal's worst seed minus learned's best {margin:+.2f} (above: {_yes(better)})",
     )
 
 
