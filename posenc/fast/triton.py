@@ -18,7 +18,7 @@ offset into a KV cache). The kernel takes all of that as it is:
 - **no host work that reads the device**: the angles are made in the kernel from the
   positions and ``inv_freq`` (no table to look up or rebuild, no device-to-host copy), so
   a call can be captured in a CUDA graph;
-- **launched through public APIs**: ``kernel[grid](...)``, inside four operations registered
+- **launched through public APIs**: ``kernel[grid](...)``, inside two operations registered
   with torch's ``torch.library.triton_op`` (``wrap_triton`` around the kernel, so that
   ``torch.compile`` sees the kernel itself) where the installed torch has it, a plain
   ``torch.library.custom_op`` otherwise. Nothing a call does reads the device back, so a
@@ -192,7 +192,7 @@ def _launch(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse, sma
     ``inv_freq`` ``[D/2]`` on q's device in a dtype of :data:`TRITON_DTYPES` (the kernel
     rounds it to the angle dtype, float64 for float64 q and float32 otherwise, as
     ``Tensor.to`` does), ``small`` whether every one is at most 1;
-    ``k`` may be None.
+    ``k`` may have no heads (one tensor rotated alone).
     """
     if q.shape[0] * q.shape[2] == 0:
         return
@@ -219,10 +219,9 @@ def _arguments(q, q_out, k, k_out, pos, offset, inv_freq, interleaved, inverse, 
     """The launch of :func:`_launch`: ``(grid, arguments, compile-time arguments)``, the
     arguments in the kernel's order, the compile-time ones in :data:`_CONSTEXPRS`' order."""
     n_b, n_q, length, dim = q.shape
-    if k is None:  # no heads of k: its loop never runs, and q stands in for its pointers
-        k, k_out, n_k = q, q, 0
-    else:
-        n_k = k.shape[1]
+    n_k = k.shape[1]
+    if n_k == 0:  # no heads of k: its loop never runs, and q stands in for its (empty) memory
+        k, k_out = q, q
     if pos is None:
         p_strides = (0, 0)
     else:  # [T], [B or 1, T] or [B or 1, 1, T]: a batch stride (0 for one row), a position one
@@ -283,26 +282,11 @@ def _kernel_serves(x: torch.Tensor) -> bool:
     return _runs_here(x.device) and not transforming()
 
 
-# --- the four operations ---------------------------------------------------------------------
-# Out of place (differentiable: the backward is the inverse rotation) and in place, for one
-# tensor and for q and k together. Tensors are [B, H, T, D] views, positions None, [T],
-# [B or 1, T] or [B or 1, 1, T] on x's device, inv_freq [D/2] in a dtype the kernel loads.
-
-
-def _rope(
-    x: torch.Tensor,
-    positions: torch.Tensor | None,
-    offset: int,
-    inv_freq: torch.Tensor,
-    interleaved: bool,
-    inverse: bool,
-    small: bool,
-) -> torch.Tensor:
-    if not _kernel_serves(x):
-        return _stand_in(x, positions, offset, inv_freq, interleaved, inverse)
-    out = torch.empty_like(x)
-    _launch(x, out, None, None, positions, offset, inv_freq, interleaved, inverse, small)
-    return out
+# --- the two operations ----------------------------------------------------------------------
+# q and k together, out of place (differentiable: the backward is the inverse rotation) and in
+# place; one tensor alone is q with a k of no heads. Tensors are [B, H, T, D] views, positions
+# None, [T], [B or 1, T] or [B or 1, 1, T] on x's device, inv_freq [D/2] in a dtype the kernel
+# loads.
 
 
 def _rope_qk(
@@ -323,21 +307,6 @@ def _rope_qk(
     return q_out, k_out
 
 
-def _rope_(
-    x: torch.Tensor,
-    positions: torch.Tensor | None,
-    offset: int,
-    inv_freq: torch.Tensor,
-    interleaved: bool,
-    inverse: bool,
-    small: bool,
-) -> None:
-    if not _kernel_serves(x):
-        x.copy_(_stand_in(x, positions, offset, inv_freq, interleaved, inverse))
-        return
-    _launch(x, x, None, None, positions, offset, inv_freq, interleaved, inverse, small)
-
-
 def _rope_qk_(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -356,7 +325,7 @@ def _rope_qk_(
     _launch(q, q, k, k, positions, offset, inv_freq, interleaved, inverse, small)
 
 
-_IMPLS = {"rope": _rope, "rope_qk": _rope_qk, "rope_": _rope_, "rope_qk_": _rope_qk_}
+_IMPLS = {"rope_qk": _rope_qk, "rope_qk_": _rope_qk_}
 
 
 _DEFINE = getattr(torch.library, "triton_op", None) or getattr(torch.library, "custom_op", None)
@@ -367,7 +336,7 @@ _REGISTERED: dict = {}
 
 
 def _ops() -> dict:
-    """The four operations as ``torch.ops.posenc.*``, through ``torch.library.triton_op``
+    """The two operations as ``torch.ops.posenc.*``, through ``torch.library.triton_op``
     where this torch has it (2.6 and later: ``torch.compile`` then sees the kernel inside),
     else ``torch.library.custom_op`` (2.4 and later: an opaque operation whose shapes the fake
     functions give). Both differentiable through autograd: the backward is
@@ -376,30 +345,22 @@ def _ops() -> dict:
     if _REGISTERED:
         return _REGISTERED
     define = _DEFINE
-    mutated = {"rope": (), "rope_qk": (), "rope_": ("x",), "rope_qk_": ("q", "k")}
+    mutated = {"rope_qk": (), "rope_qk_": ("q", "k")}
     ops = {
         name: define(f"posenc::{name}", _IMPLS[name], mutates_args=mutated[name]) for name in _IMPLS
     }
     if define is not getattr(torch.library, "triton_op", None):  # triton_op traces its body
-        ops["rope"].register_fake(lambda x, *_: torch.empty_like(x))
         ops["rope_qk"].register_fake(lambda q, k, *_: (torch.empty_like(q), torch.empty_like(k)))
-        ops["rope_"].register_fake(lambda *_: None)
         ops["rope_qk_"].register_fake(lambda *_: None)
 
     def keep(ctx, inputs, output):
         ctx.args = inputs[-6:]  # positions, offset, inv_freq, interleaved, inverse, small
-
-    def rope_backward(ctx, grad):
-        positions, offset, inv_freq, interleaved, inverse, small = ctx.args
-        back = (positions, offset, inv_freq, interleaved, not inverse, small)
-        return ops["rope"](grad, *back), *[None] * 6
 
     def rope_qk_backward(ctx, grad_q, grad_k):
         positions, offset, inv_freq, interleaved, inverse, small = ctx.args
         back = (positions, offset, inv_freq, interleaved, not inverse, small)
         return *ops["rope_qk"](grad_q, grad_k, *back), *[None] * 6
 
-    ops["rope"].register_autograd(rope_backward, setup_context=keep)
     ops["rope_qk"].register_autograd(rope_qk_backward, setup_context=keep)
     _REGISTERED.update(ops)
     return _REGISTERED
@@ -508,13 +469,14 @@ def rope_triton(
         out = _stand_in(x, spread, offset, freqs, layout == "interleaved", False, per_row=True)
         return x.copy_(out) if inplace else torch.empty_like(x).copy_(out)
     flags = (layout == "interleaved", False, small)
+    no_k = x4.new_empty((x4.shape[0], 0, *x4.shape[2:]))  # one tensor: q with a k of no heads
     if not inplace:
-        out = _op("rope")(x4, rows, offset, freqs, *flags)
+        out = _op("rope_qk")(x4, no_k, rows, offset, freqs, *flags)[0]
         return out if x4 is x else out.view(x.shape)
     if torch.is_grad_enabled() and x.requires_grad:  # autograd records the copy
-        x.copy_(_op("rope")(x4, rows, offset, freqs, *flags).view(x.shape))
+        x.copy_(_op("rope_qk")(x4, no_k, rows, offset, freqs, *flags)[0].view(x.shape))
     else:
-        _op("rope_")(x4, rows, offset, freqs, *flags)
+        _op("rope_qk_")(x4, no_k, rows, offset, freqs, *flags)
     return x
 
 
