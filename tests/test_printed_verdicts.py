@@ -22,10 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = [f"{n:02d}" for n in range(1, 18)]  # every chapter
 
 YES_OR_NO = {
-    "13": ["same memory as the argument: True"],
     "06": ["exactly those with m == n: True"],
     "09": ["same Dog and Cat tokens, same offset in both: True"],
     "12": ["finite at position 1,000,000: True"],
+    "13": ["same memory as the argument: True"],
 }
 
 VERDICT = re.compile(r"\b(True|False)\)?\s*$")

@@ -255,15 +255,16 @@ def _blocks(n_q: int, n_k: int, dim: int) -> tuple[int, int, int]:
     return min(_pow2(n_q), heads_per_tile), min(_pow2(max(n_k, 1)), heads_per_tile), _pow2(dim // 2)
 
 
-def _stand_in(x, pos, offset, inv_freq, interleaved, inverse, per_row=False) -> torch.Tensor:
+def _stand_in(x, pos, offset, inv_freq, interleaved, inverse) -> torch.Tensor:
     """The kernel's arithmetic in torch, for devices the kernel does not run on and for what
-    one launch cannot take; ``pos`` the kernel's rows, or with ``per_row`` x's ``[..., T]``."""
+    one launch cannot take. ``pos``: None, the kernel's rows (``[T]``, ``[B or 1, T]``, which
+    gain the heads' dim here, or ``[B or 1, 1, T]``), or positions of x's leading shape."""
     length = x.shape[-2]
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32  # the angle dtype
     if pos is None:
         t = torch.arange(length, device=x.device)
     else:
-        t = pos if per_row else pos.reshape(-1, 1, length)
+        t = pos if pos.dim() == x.dim() - 1 else pos.reshape(-1, 1, length)
     angles = (t + offset).to(dtype)[..., None] * inv_freq.to(dtype)  # [(B, 1,) T, D/2]
     work = angles.to(torch.float64)
     cos, sin = work.cos().to(dtype), work.sin().to(dtype)
@@ -466,7 +467,7 @@ def rope_triton(
         spread = (
             None if positions is None else _spread(_integer_tensor(positions, x.device), x.shape)
         )
-        out = _stand_in(x, spread, offset, freqs, layout == "interleaved", False, per_row=True)
+        out = _stand_in(x, spread, offset, freqs, layout == "interleaved", False)
         return x.copy_(out) if inplace else torch.empty_like(x).copy_(out)
     flags = (layout == "interleaved", False, small)
     no_k = x4.new_empty((x4.shape[0], 0, *x4.shape[2:]))  # one tensor: q with a k of no heads
